@@ -1,0 +1,94 @@
+#!/usr/bin/env node
+// Installs what the hub needs and builds it, doing only the steps that are missing.
+// Plain Node with no dependencies: it runs before node_modules exists.
+// On failure it prints one line naming the fix and exits 1.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync, statSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = dirname(dirname(fileURLToPath(import.meta.url)));
+const quiet = { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] };
+
+function fail(line) {
+  console.error(`hub setup: ${line}`);
+  process.exit(1);
+}
+
+function installNpmPackages() {
+  const lock = readFileSync(join(root, 'package-lock.json'));
+  const want = createHash('sha256').update(lock).digest('hex');
+  const stamp = join(root, 'node_modules', '.hub-install-stamp');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  console.error('hub setup: installing npm packages (npm ci)');
+  const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], quiet);
+  if (r.status !== 0) fail('`npm ci` failed: check network access to the npm registry, then run `npm ci` by hand');
+  writeFileSync(stamp, want);
+}
+
+function findOnPath(name, extraDirs) {
+  const dirs = [...(process.env.PATH ?? '').split(':'), ...extraDirs];
+  return dirs.map((d) => join(d, name)).find((p) => existsSync(p));
+}
+
+/** A hub that uses an external NATS (HUB_NATS_URL or Hub.nats_url) needs no local server. */
+function usesExternalNats() {
+  if (process.env.HUB_NATS_URL) return true;
+  const i = process.argv.indexOf('--config');
+  const file = i > 0 ? process.argv[i + 1] : process.env.HUB_CONFIG;
+  if (!file || !file.endsWith('.json') || !existsSync(file)) return false;
+  try {
+    return Boolean(JSON.parse(readFileSync(file, 'utf8'))?.Hub?.nats_url);
+  } catch {
+    return false;
+  }
+}
+
+function installNatsServer() {
+  if (findOnPath('nats-server', ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin'])) return;
+  if (usesExternalNats() && !process.argv.includes('--for-tests')) return;
+  const isRoot = process.getuid?.() === 0;
+  const hasApt = existsSync('/usr/bin/apt-get');
+  if (!isRoot || !hasApt) fail('nats-server is not installed: run `sudo apt-get install -y nats-server`, or set HUB_NATS_URL to an existing NATS');
+  console.error('hub setup: installing nats-server (apt-get)');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update'], { ...quiet, env });
+    r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
+  }
+  if (r.status !== 0) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
+}
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p));
+    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** Actors run as compiled JavaScript: a TypeScript loader in each of them would cost ~20 MB apiece. */
+function build() {
+  const sources = Math.max(
+    statSync(join(root, 'supervisor.ts')).mtimeMs,
+    statSync(join(root, 'tsconfig.json')).mtimeMs,
+    newestMtime(join(root, 'services')),
+    newestMtime(join(root, 'shared')),
+  );
+  const stamp = join(root, 'dist', '.build-stamp');
+  if (existsSync(stamp) && statSync(stamp).mtimeMs >= sources) return;
+  try {
+    execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', '.'], { cwd: root, stdio: 'inherit' });
+  } catch {
+    fail('TypeScript build failed (see the errors above): fix them, then run `npm run build`');
+  }
+  writeFileSync(stamp, new Date().toISOString());
+}
+
+installNpmPackages();
+installNatsServer();
+build();

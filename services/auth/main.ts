@@ -1,0 +1,4 @@
+// The auth actor: wiring only.
+import { runActor } from '../../shared/actor.js';
+
+await runActor('auth', async () => ({}));

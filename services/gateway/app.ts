@@ -1,0 +1,53 @@
+// The gateway's front door: one uWS app, one dispatch. /hub/api answers JSON; other paths get pages.
+import uWS from 'uWebSockets.js';
+import { HUB_VERSION, type ActorContext } from '../../shared/actor.js';
+import { asHubError, errors, type HubError } from '../../shared/errors.js';
+import { cap } from '../../shared/log.js';
+import type { createHealthChecker } from './health.js';
+import { errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
+
+export interface GatewayDeps {
+  ctx: ActorContext;
+  health: ReturnType<typeof createHealthChecker>;
+}
+
+type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void> | void;
+
+export function createApp({ ctx, health }: GatewayDeps): uWS.TemplatedApp {
+  const maxBody = ctx.config.Hub.max_body_size;
+  const log = ctx.log;
+
+  const routes: Record<string, Record<string, Handler>> = {
+    '/hub/api': { GET: (_i, reply) => reply.json(200, { version: HUB_VERSION }) },
+    '/hub/health': {
+      GET: async (_i, reply) => {
+        const report = await health.check();
+        if (report.healthy) reply.json(200, { status: 'ok', version: HUB_VERSION, actors: report.actors });
+        else reply.json(503, { status: 503, message: `actors not answering: ${report.missing.join(', ')}`, missing: report.missing, actors: report.actors });
+      },
+    },
+  };
+
+  function fail(info: RequestInfo, reply: Reply, err: HubError): void {
+    if (err.status >= 500) log.error({ event: 'http.error', method: info.method, path: cap(info.path), status: err.status, err: err.cause ?? err }, 'request failed');
+    if (wantsHtml(info)) reply.send(err.status, errorPage(err), { 'Content-Type': 'text/html; charset=utf-8', ...err.headers }, err.status === 413);
+    else reply.error(err);
+  }
+
+  async function dispatch(info: RequestInfo, reply: Reply): Promise<void> {
+    // The body limit is enforced before routing, so no path can be made to buffer an oversized body.
+    const body = hasBody(info) ? await readBody(reply, info, maxBody) : null;
+    const path = info.path.length > 1 && info.path.endsWith('/') ? info.path.slice(0, -1) : info.path;
+    const route = routes[path];
+    if (!route) throw errors.notFound(`No such endpoint: ${cap(info.path, 100)}`);
+    const handler = route[info.method];
+    if (!handler) throw errors.methodNotAllowed(`${info.method} is not allowed on ${cap(info.path, 100)}`);
+    await handler(info, reply, body);
+  }
+
+  return uWS.App().any('/*', (res, req) => {
+    const reply = new Reply(res);
+    const info = snapshot(req, res);
+    dispatch(info, reply).catch((e) => fail(info, reply, asHubError(e)));
+  });
+}

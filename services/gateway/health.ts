@@ -1,0 +1,31 @@
+// /hub/health: the hub is healthy only while every actor answers its gRPC Ping within the deadline.
+import { createGrpcClient, type GrpcClient } from '../../shared/grpc.js';
+import { ACTORS, grpcSocketPath } from '../../shared/paths.js';
+
+export interface HealthReport {
+  healthy: boolean;
+  actors: Record<string, { instance: string; uptime_seconds: number; details?: Record<string, string> } | null>;
+  missing: string[];
+}
+
+export function createHealthChecker(dataDir: string, timeoutMs: number) {
+  const clients = new Map<string, GrpcClient>(
+    ACTORS.map((a) => [a, createGrpcClient(a, grpcSocketPath(dataDir, a), timeoutMs)]));
+  return {
+    async check(): Promise<HealthReport> {
+      const results = await Promise.all([...clients].map(async ([actor, client]) => {
+        try {
+          const r = await client.call<{ instance: string; uptime_seconds: number; details: Record<string, string> }>('Ping', {});
+          return [actor, { instance: r.instance, uptime_seconds: r.uptime_seconds, details: r.details }] as const;
+        } catch {
+          return [actor, null] as const;
+        }
+      }));
+      const missing = results.filter(([, r]) => r === null).map(([a]) => a);
+      return { healthy: missing.length === 0, actors: Object.fromEntries(results), missing };
+    },
+    close(): void {
+      for (const c of clients.values()) c.close();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+// The gateway's HTTP plumbing on uWebSockets.js: a request snapshot taken before any await,
+// abort tracking, corked writes, bounded body reads, and one way to answer with an error.
+import uWS from 'uWebSockets.js';
+import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
+
+/** The native build exports getParts; the pure-JS fallback shim does not. */
+export const UWS_BUILD: 'native' | 'fallback' = typeof (uWS as unknown as Record<string, unknown>).getParts === 'function' ? 'native' : 'fallback';
+
+/** What a handler may read of a request: uWS's req object is only valid until the first await. */
+export interface RequestInfo {
+  method: string;
+  path: string;
+  query: string;
+  headers: Record<string, string>;
+  remoteAddress: string;
+}
+
+export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestInfo {
+  const headers: Record<string, string> = {};
+  req.forEach((k, v) => { headers[k] = v; });
+  return {
+    method: req.getCaseSensitiveMethod().toUpperCase(),
+    path: req.getUrl(),
+    query: req.getQuery() ?? '',
+    headers,
+    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+  };
+}
+
+/** A response that knows whether the client went away; writes after that are dropped. */
+export class Reply {
+  aborted = false;
+  done = false;
+
+  constructor(readonly res: uWS.HttpResponse) {
+    res.onAborted(() => { this.aborted = true; });
+  }
+
+  send(status: number, body: string | Uint8Array, headers: Record<string, string> = {}, closeConnection = false): void {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      this.res.end(body, closeConnection);
+    });
+  }
+
+  json(status: number, value: unknown, headers: Record<string, string> = {}): void {
+    this.send(status, JSON.stringify(value), { 'Content-Type': 'application/json', ...headers });
+  }
+
+  /** An error as `{"status", "message"}`; a 413 closes the connection, since the rest of the body is never read. */
+  error(err: HubError): void {
+    this.send(err.status, httpBody(err), { 'Content-Type': 'application/json', ...err.headers }, err.status === 413);
+  }
+}
+
+/**
+ * Reads the request body into memory up to `limit` bytes. A declared Content-Length over the limit is refused
+ * before a byte is read; a chunked body is refused as soon as it crosses the limit.
+ */
+export function readBody(reply: Reply, info: RequestInfo, limit: number): Promise<Buffer> {
+  const declared = info.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(errors.bodyTooLarge(limit));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    reply.res.onData((chunk, isLast) => {
+      if (refused) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        refused = true;
+        reject(errors.bodyTooLarge(limit));
+        return;
+      }
+      chunks.push(Buffer.from(chunk.slice(0))); // uWS reuses the chunk's memory after this callback
+      if (isLast) resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+export function hasBody(info: RequestInfo): boolean {
+  return (info.headers['content-length'] !== undefined && info.headers['content-length'] !== '0') || info.headers['transfer-encoding'] !== undefined;
+}
+
+export function wantsHtml(info: RequestInfo): boolean {
+  return !info.path.startsWith('/hub/api') && (info.headers.accept ?? '').includes('text/html');
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** A readable page for browsers, with the same status an API client would get. */
+export function errorPage(err: HubError): string {
+  const title = escapeHtml(statusLine(err.status));
+  return `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>` +
+    `<body><h1>${title}</h1><p>${escapeHtml(err.message)}</p><p><a href="/hub/home">Home</a></p></body></html>`;
+}

@@ -1,0 +1,91 @@
+// The life of an actor process, written once: config, log, NATS, audit, its gRPC and NATS services,
+// a Ping on both, and an ordered, bounded, idempotent shutdown. Each services/<actor>/main.ts only wires.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './audit.js';
+import { readResolvedConfig, type HubConfig } from './config.js';
+import { serveGrpc, stopGrpc, type UnaryHandler } from './grpc.js';
+import { createLogger, type Logger } from './log.js';
+import { connectNats, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
+import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
+
+export const HUB_VERSION: string = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version;
+
+export interface ActorContext {
+  readonly actor: ActorName;
+  readonly instance: string;
+  readonly config: HubConfig;
+  readonly log: Logger;
+  readonly nc: NatsConnection;
+  readonly audit: AuditPublisher;
+  /** the config's timeout for one internal call, in ms */
+  readonly rpcTimeoutMs: number;
+}
+
+export interface ActorParts {
+  /** rpc handlers other than Ping */
+  grpc?: Record<string, UnaryHandler>;
+  /** NATS endpoints `hub.<actor>.<verb>` other than ping */
+  nats?: Record<string, NatsHandler>;
+  /** facts reported in Ping replies */
+  details?: () => Record<string, string>;
+  /** stop taking outside work (e.g. close a listen socket); runs first on shutdown */
+  stopIntake?: () => Promise<void> | void;
+  /** release resources (stores, timers); runs after the transports are drained */
+  close?: () => Promise<void> | void;
+}
+
+export function natsUrl(config: HubConfig): string {
+  return config.Hub.nats_url || `nats://127.0.0.1:${config.Hub.nats_port}`;
+}
+
+export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => Promise<ActorParts>): Promise<void> {
+  const config = readResolvedConfig();
+  const log = createLogger(actor, config.Hub.log_level);
+  const instance = `${actor}-${randomBytes(4).toString('hex')}`;
+  const startedAt = Date.now();
+  process.on('uncaughtException', (err) => {
+    log.fatal({ event: 'actor.crash', err }, 'uncaught exception');
+    process.exit(1);
+  });
+  process.on('unhandledRejection', (err) => log.error({ event: 'actor.unhandled_rejection', err }, 'unhandled rejection'));
+
+  const nc = await connectNats(natsUrl(config), instance, log);
+  await ensureAuditStream(nc, config.Hub.audit_retention_days);
+  const audit = createAuditPublisher(nc, actor, log);
+  const ctx: ActorContext = { actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000 };
+  const parts = await setup(ctx);
+
+  const ping = () => ({
+    actor, instance, pid: process.pid, uptime_seconds: (Date.now() - startedAt) / 1000, version: HUB_VERSION,
+    details: parts.details?.() ?? {},
+  });
+  const grpcServer = await serveGrpc(actor, grpcSocketPath(config.Hub.data_dir, actor), { Ping: ping, ...parts.grpc }, log);
+  const natsService = await serveNats(nc, actor, HUB_VERSION, { ping, ...parts.nats }, log);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (reason: string): Promise<void> => (stopping ??= (async () => {
+    log.info({ event: 'actor.stopping', reason }, 'stopping');
+    const budget = setTimeout(() => {
+      log.error({ event: 'actor.stop.timeout' }, 'shutdown budget exceeded, exiting');
+      process.exit(1);
+    }, config.Supervisor.shutdown_timeout * 1000 - 500);
+    budget.unref();
+    await parts.stopIntake?.();
+    await stopGrpc(grpcServer, 1000);
+    await natsService.stop().catch(() => undefined);
+    await parts.close?.();
+    await audit.publish('actor', 'stop', { who: `actor:${actor}`, what: instance, outcome: 'ok', reason });
+    await nc.drain().catch(() => undefined);
+    log.info({ event: 'actor.stopped' }, 'stopped');
+    process.exit(0);
+  })());
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  // Started by the supervisor with an IPC channel: when the supervisor dies, so do we (no orphans).
+  if (process.send) process.on('disconnect', () => void stop('supervisor gone'));
+
+  await audit.publish('actor', 'start', { who: `actor:${actor}`, what: instance, outcome: 'ok', pid: process.pid });
+  log.info({ event: 'actor.ready', instance, startupMs: Date.now() - startedAt }, 'ready');
+}

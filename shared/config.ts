@@ -1,0 +1,214 @@
+// The hub's configuration: one file (JSON or a TypeScript/JavaScript module exporting an object),
+// keyed `{Section: {option: value}}` as the established hub keys its options, plus `--Section.option=value`
+// overrides. Validated once at start with every problem listed; frozen; actors read the resolved copy.
+import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list';
+
+interface OptionSpec {
+  kind: Kind;
+  default: unknown;
+  help: string;
+  min?: number;
+  max?: number;
+  choices?: readonly string[];
+}
+
+const port = (dflt: number, help: string) => ({ kind: 'integer' as const, default: dflt, help, min: 1, max: 65535 });
+const seconds = (dflt: number, help: string) => ({ kind: 'number' as const, default: dflt, help, min: 0 });
+
+/** Every option the hub knows, by section. An option not listed here is a configuration error. */
+export const SCHEMA = {
+  Hub: {
+    ip: { kind: 'string', default: '127.0.0.1', help: 'address the public gateway listens on' },
+    port: port(8000, 'public port of the gateway'),
+    data_dir: { kind: 'string', default: './data', help: 'directory for stores, sockets and secrets (created 0700)' },
+    nats_port: port(4222, 'port of the NATS server the hub starts on 127.0.0.1'),
+    nats_url: { kind: 'string', default: '', help: 'an existing NATS to use instead of starting one (env HUB_NATS_URL)' },
+    log_level: { kind: 'string', default: 'info', help: 'pino log level', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] },
+    max_body_size: { kind: 'integer', default: 1048576, help: 'largest request body the hub itself reads, in bytes (413 beyond)', min: 0 },
+    rpc_timeout: seconds(5, 'deadline of one internal gRPC or NATS call'),
+    health_timeout: seconds(1, 'how long /hub/health waits for each actor'),
+    audit_retention_days: { kind: 'number', default: 90, help: 'how long audit events stay in the HUB_AUDIT stream', min: 0 },
+  },
+  Supervisor: {
+    restart_backoff_initial: seconds(0.1, 'first restart delay of a dead child'),
+    restart_backoff_max: seconds(30, 'longest restart delay'),
+    stable_uptime: seconds(10, 'uptime after which a child counts as healthy again and its backoff resets'),
+    restart_intensity: { kind: 'integer', default: 5, help: 'restarts allowed within restart_period before a child is marked failed', min: 1 },
+    restart_period: seconds(60, 'window for restart_intensity'),
+    shutdown_timeout: seconds(5, 'how long a child may take to stop before it is killed'),
+    startup_timeout: seconds(15, 'how long NATS may take to accept connections at start'),
+  },
+  Spawner: {},
+  Authenticator: {},
+} as const satisfies Record<string, Record<string, OptionSpec>>;
+
+type Section = keyof typeof SCHEMA;
+type ValueOf<S extends OptionSpec> = S['kind'] extends 'string' ? string
+  : S['kind'] extends 'integer' | 'number' ? number
+  : S['kind'] extends 'boolean' ? boolean
+  : S['kind'] extends 'string-map' ? Record<string, string>
+  : S['kind'] extends 'string-list' ? string[]
+  : S['kind'] extends 'list' ? unknown[]
+  : Record<string, unknown>;
+
+export type HubConfig = {
+  readonly [S in Section]: { readonly [K in keyof (typeof SCHEMA)[S]]: (typeof SCHEMA)[S][K] extends OptionSpec ? ValueOf<(typeof SCHEMA)[S][K]> : never };
+};
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function describe(spec: OptionSpec): string {
+  if (spec.choices) return `one of ${spec.choices.map((c) => JSON.stringify(c)).join(', ')}`;
+  const range = spec.min !== undefined && spec.max !== undefined ? ` between ${spec.min} and ${spec.max}`
+    : spec.min !== undefined ? ` >= ${spec.min}` : '';
+  const noun: Record<Kind, string> = {
+    string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean', object: 'an object',
+    'string-map': 'an object of strings', 'string-list': 'a list of strings', list: 'a list',
+  };
+  return noun[spec.kind] + range;
+}
+
+function fits(spec: OptionSpec, v: unknown): boolean {
+  const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+  let ok: boolean;
+  switch (spec.kind) {
+    case 'string': ok = typeof v === 'string'; break;
+    case 'integer': ok = Number.isInteger(v); break;
+    case 'number': ok = typeof v === 'number' && Number.isFinite(v); break;
+    case 'boolean': ok = typeof v === 'boolean'; break;
+    case 'object': ok = isObject(v); break;
+    case 'string-map': ok = isObject(v) && Object.values(v).every((x) => typeof x === 'string'); break;
+    case 'string-list': ok = Array.isArray(v) && v.every((x) => typeof x === 'string'); break;
+    case 'list': ok = Array.isArray(v); break;
+  }
+  if (!ok) return false;
+  if (spec.choices && !spec.choices.includes(v as string)) return false;
+  if (typeof v === 'number' && ((spec.min !== undefined && v < spec.min) || (spec.max !== undefined && v > spec.max))) return false;
+  return true;
+}
+
+/** Validates raw `{Section: {...}}` input against SCHEMA and fills defaults; throws one ConfigError listing every problem. */
+export function validateConfig(raw: unknown): HubConfig {
+  const problems: string[] = [];
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(['the configuration must be an object of sections']);
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [section, options] of Object.entries(SCHEMA) as [string, Record<string, OptionSpec>][]) {
+    out[section] = Object.fromEntries(Object.entries(options).map(([k, s]) => [k, structuredClone(s.default)]));
+  }
+  for (const [section, values] of Object.entries(raw as Record<string, unknown>)) {
+    const options = (SCHEMA as Record<string, Record<string, OptionSpec>>)[section];
+    if (!options) {
+      problems.push(`${section}: unknown section (known: ${Object.keys(SCHEMA).join(', ')})`);
+      continue;
+    }
+    if (typeof values !== 'object' || values === null || Array.isArray(values)) {
+      problems.push(`${section}: expected an object of options`);
+      continue;
+    }
+    for (const [key, value] of Object.entries(values)) {
+      const spec = options[key];
+      if (!spec) problems.push(`${section}.${key}: unknown option`);
+      else if (!fits(spec, value)) problems.push(`${section}.${key}: expected ${describe(spec)}, got ${JSON.stringify(value)}`);
+      else out[section][key] = value;
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return deepFreeze(out) as unknown as HubConfig;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (typeof o === 'object' && o !== null) {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+/** `--Hub.port=8001` → ['Hub', 'port', 8001]. Values parse as JSON when they can, else stay strings. */
+export function parseOverride(arg: string): [string, string, unknown] | null {
+  const m = /^--([A-Za-z][A-Za-z0-9_]*)\.([A-Za-z][A-Za-z0-9_]*)=(.*)$/s.exec(arg);
+  if (!m) return null;
+  let value: unknown = m[3];
+  try {
+    value = JSON.parse(m[3]);
+  } catch {
+    // a bare word such as --Hub.ip=0.0.0.0 stays a string
+  }
+  return [m[1], m[2], value];
+}
+
+async function readConfigFile(path: string): Promise<unknown> {
+  if (!existsSync(path)) throw new ConfigError([`--config ${path}: no such file`]);
+  if (path.endsWith('.json')) {
+    try {
+      return JSON.parse(readFileSync(path, 'utf8'));
+    } catch (e) {
+      throw new ConfigError([`--config ${path}: not valid JSON (${(e as Error).message})`]);
+    }
+  }
+  const mod = /\.(ts|mts|cts)$/.test(path)
+    ? await (await import('tsx/esm/api')).tsImport(pathToFileURL(path).href, import.meta.url) // tsx only when needed
+    : await import(pathToFileURL(path).href);
+  const exported = mod.default ?? mod.config;
+  // a .ts file outside an ESM package loads as CommonJS: its `export default` arrives one level down
+  return exported && typeof exported.default === 'object' ? exported.default : exported;
+}
+
+export interface LoadOptions {
+  argv: readonly string[];
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/** Loads the config file named by `--config` (or HUB_CONFIG), applies overrides and env, validates. */
+export async function loadConfig({ argv, env = process.env, cwd = process.cwd() }: LoadOptions): Promise<HubConfig> {
+  const i = argv.indexOf('--config');
+  const inline = argv.find((a) => a.startsWith('--config='));
+  const file = inline ? inline.slice('--config='.length) : i >= 0 ? argv[i + 1] : env.HUB_CONFIG;
+  if (i >= 0 && !argv[i + 1]) throw new ConfigError(['--config: expected a file path']);
+  const raw = (file ? await readConfigFile(resolve(cwd, file)) : {}) as Record<string, Record<string, unknown>>;
+  const merged: Record<string, Record<string, unknown>> = typeof raw === 'object' && raw !== null ? structuredClone(raw) : raw;
+  const problems: string[] = [];
+  for (const arg of argv) {
+    if (!arg.startsWith('--') || arg.startsWith('--config')) continue;
+    const o = parseOverride(arg);
+    if (!o) {
+      problems.push(`${arg}: not an option override (expected --Section.option=value)`);
+      continue;
+    }
+    (merged[o[0]] ??= {})[o[1]] = o[2];
+  }
+  if (problems.length) throw new ConfigError(problems);
+  if (env.HUB_NATS_URL) (merged.Hub ??= {}).nats_url = env.HUB_NATS_URL;
+  const config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
+  const dataDir = isAbsolute(config.Hub.data_dir) ? config.Hub.data_dir : resolve(cwd, config.Hub.data_dir);
+  return deepFreeze({ ...config, Hub: { ...config.Hub, data_dir: dataDir } }) as HubConfig;
+}
+
+// ---- the resolved copy the supervisor hands to its children ------------------
+
+export const RESOLVED_CONFIG_ENV = 'HUB_RESOLVED_CONFIG';
+
+/** Written 0600 into the data dir: it may hold secrets, so it never travels in the environment. */
+export function writeResolvedConfig(config: HubConfig, path: string): void {
+  mkdirSync(resolve(path, '..'), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(config), { mode: 0o600 });
+  renameSync(tmp, path);
+}
+
+/** For actors: the config the supervisor resolved and validated. */
+export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubConfig {
+  const path = env[RESOLVED_CONFIG_ENV];
+  if (!path) throw new Error(`${RESOLVED_CONFIG_ENV} is not set: actors are started by the supervisor (npm start)`);
+  return validateConfig(JSON.parse(readFileSync(path, 'utf8')));
+}

@@ -1,0 +1,38 @@
+// Where the hub's files are, whether it runs from TypeScript sources (tsx) or compiled dist/.
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+function findRepoRoot(start: string): string {
+  let dir = start;
+  for (let i = 0; i < 8; i++) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'proto'))) return dir;
+    dir = dirname(dir);
+  }
+  throw new Error(`hub: cannot find the repository root above ${start}`);
+}
+
+export const REPO_ROOT = findRepoRoot(dirname(fileURLToPath(import.meta.url)));
+export const PROTO_DIR = join(REPO_ROOT, 'proto');
+
+/** True when this code runs from .ts sources through tsx rather than from dist/. */
+export const RUNNING_FROM_SOURCE = import.meta.url.endsWith('.ts');
+
+/** The entry file of an actor, in the same form (source or compiled) as the running code. */
+export function actorEntry(actor: string): string {
+  return RUNNING_FROM_SOURCE
+    ? join(REPO_ROOT, 'services', actor, 'main.ts')
+    : join(REPO_ROOT, 'dist', 'services', actor, 'main.js');
+}
+
+/** Runtime files (sockets, pid files, the resolved config) live in the data dir, so two hubs never collide. */
+export function runDir(dataDir: string): string {
+  return join(dataDir, 'run');
+}
+
+export function grpcSocketPath(dataDir: string, actor: string): string {
+  return join(runDir(dataDir), `${actor}.sock`);
+}
+
+export const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'] as const;
+export type ActorName = (typeof ACTORS)[number];

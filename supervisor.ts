@@ -1,0 +1,221 @@
+#!/usr/bin/env -S node --max-semi-space-size=1 --lite-mode --no-expose-wasm
+// The `hub` command. `hub start` (the default) runs NATS and the six actors under supervision;
+// the other subcommands are small tools for operators.
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect as tcpConnect } from 'node:net';
+import { join } from 'node:path';
+import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { createLogger, type Logger } from './shared/log.js';
+import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
+import { SupervisedChild, type RestartPolicy } from './shared/supervision.js';
+
+const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
+
+commands:
+  start     run the hub: NATS and the actors, restarted when they die (default)
+  status    list the running hub's processes with their memory (RSS)
+  help      show this text
+
+options:
+  --config FILE            JSON, or a TypeScript/JavaScript module exporting the config object (env HUB_CONFIG)
+  --Section.option=value   override one option, e.g. --Hub.port=8001
+`;
+
+const PROCESSES_FILE = 'processes.json';
+
+/**
+ * V8 flags per actor. Every actor is its own Node process (~40 MB before any code), so actors off the
+ * request path trade peak speed for memory (lite mode: no optimising compiler); the gateway and the
+ * tokens actor keep the full JIT. Small young generations keep idle RSS down.
+ */
+const ACTOR_NODE_FLAGS: Record<string, string[]> = {
+  gateway: ['--max-semi-space-size=8'],
+  tokens: ['--max-semi-space-size=2'],
+  auth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+  oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+  spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+  'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+};
+
+interface ProcessesRecord {
+  supervisor: number;
+  children: Record<string, number | null>;
+}
+
+function findNatsServer(): string {
+  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin', '/usr/local/bin'];
+  const found = dirs.map((d) => join(d, 'nats-server')).find((p) => existsSync(p));
+  if (!found) throw new ConfigError(['nats-server is not installed: run `npm start` (it installs it) or `apt-get install -y nats-server`, or set HUB_NATS_URL']);
+  return found;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A previous supervisor killed with SIGKILL can leave NATS behind; actors stop themselves when it dies. */
+function killLeftovers(dir: string, log: Logger): void {
+  const file = join(dir, PROCESSES_FILE);
+  if (!existsSync(file)) return;
+  try {
+    const record = JSON.parse(readFileSync(file, 'utf8')) as ProcessesRecord;
+    if (isAlive(record.supervisor) && record.supervisor !== process.pid) {
+      throw new ConfigError([`another hub (pid ${record.supervisor}) is running with data dir ${dir}`]);
+    }
+    for (const [id, pid] of Object.entries(record.children)) {
+      if (pid && isAlive(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(id === 'nats' ? 'nats-server' : 'main.')) {
+        log.warn({ event: 'supervisor.leftover_killed', child: id, pid }, `killing ${id} left over from a previous run`);
+        process.kill(pid, 'SIGKILL');
+      }
+    }
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+  }
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 10; Date.now() < deadline; delay = Math.min(delay * 2, 200)) {
+    const open = await new Promise<boolean>((resolve) => {
+      const s = tcpConnect({ host: '127.0.0.1', port }, () => { s.destroy(); resolve(true); });
+      s.on('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((r) => setTimeout(r, delay));
+  }
+  throw new Error(`NATS did not accept connections on 127.0.0.1:${port} within ${timeoutMs} ms`);
+}
+
+function restartPolicy(config: HubConfig): RestartPolicy {
+  const s = config.Supervisor;
+  return {
+    backoffInitialMs: s.restart_backoff_initial * 1000, backoffMaxMs: s.restart_backoff_max * 1000,
+    stableUptimeMs: s.stable_uptime * 1000, intensity: s.restart_intensity, periodMs: s.restart_period * 1000,
+    shutdownMs: s.shutdown_timeout * 1000,
+  };
+}
+
+async function start(config: HubConfig): Promise<void> {
+  const log = createLogger('supervisor', config.Hub.log_level);
+  const dataDir = config.Hub.data_dir;
+  const run = runDir(dataDir);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  mkdirSync(run, { recursive: true, mode: 0o700 });
+  killLeftovers(run, log);
+  const configPath = join(run, 'config.json');
+  writeResolvedConfig(config, configPath);
+
+  const policy = restartPolicy(config);
+  const children: SupervisedChild[] = [];
+  const recordProcesses = () => {
+    const record: ProcessesRecord = { supervisor: process.pid, children: Object.fromEntries(children.map((c) => [c.spec.id, c.pid ?? null])) };
+    writeFileSync(join(run, PROCESSES_FILE), JSON.stringify(record));
+  };
+  // Children get what they need to run, not the supervisor's whole environment.
+  const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+
+  if (!config.Hub.nats_url) {
+    children.push(new SupervisedChild({
+      id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, 'nats.conf')], ipc: false,
+      env: { ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port), HUB_NATS_NAME: `hub-${config.Hub.nats_port}`,
+        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid') },
+    }, policy, log, recordProcesses));
+  }
+  for (const actor of ACTORS) {
+    children.push(new SupervisedChild({
+      id: actor, command: process.execPath, ipc: true,
+      args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
+      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath },
+    }, policy, log, recordProcesses));
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stopAll = (signal: string) => (stopping ??= (async () => {
+    log.info({ event: 'supervisor.stopping', signal }, 'stopping the hub');
+    for (const child of [...children].reverse()) await child.stop();
+    rmSync(join(run, PROCESSES_FILE), { force: true });
+    log.info({ event: 'supervisor.stopped' }, 'hub stopped');
+    process.exit(0);
+  })());
+  process.on('SIGTERM', () => void stopAll('SIGTERM'));
+  process.on('SIGINT', () => void stopAll('SIGINT'));
+
+  const t0 = Date.now();
+  const [first, ...rest] = children;
+  if (first.spec.id === 'nats') {
+    first.start();
+    await waitForPort(config.Hub.nats_port, config.Supervisor.startup_timeout * 1000);
+  } else {
+    rest.unshift(first);
+  }
+  // Actors start together: each waits for what it needs, so start-up costs one actor's boot, not six.
+  for (const child of rest) child.start();
+  log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}` }, 'hub starting');
+}
+
+/** RSS counts pages shared between the Node processes once per process; PSS divides them fairly. */
+function memoryOf(pid: number): { rssKb: number; pssKb: number } | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    return { rssKb: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0), pssKb: Number(/^Pss:\s+(\d+)/m.exec(rollup)?.[1] ?? 0) };
+  } catch {
+    return null;
+  }
+}
+
+function status(config: HubConfig): number {
+  const file = join(runDir(config.Hub.data_dir), PROCESSES_FILE);
+  if (!existsSync(file)) {
+    console.log(`no hub is running with data dir ${config.Hub.data_dir}`);
+    return 1;
+  }
+  const record = JSON.parse(readFileSync(file, 'utf8')) as ProcessesRecord;
+  const rows: [string, number | null][] = [['supervisor', record.supervisor], ...Object.entries(record.children)];
+  const mb = (kb: number) => `${(kb / 1024).toFixed(1)} MB`.padStart(10);
+  let rss = 0;
+  let pss = 0;
+  console.log(`${'process'.padEnd(14)} ${'pid'.padEnd(8)} ${'rss'.padStart(10)} ${'pss'.padStart(10)}`);
+  for (const [id, pid] of rows) {
+    const m = pid ? memoryOf(pid) : null;
+    rss += m?.rssKb ?? 0;
+    pss += m?.pssKb ?? 0;
+    console.log(`${id.padEnd(14)} ${String(pid ?? '-').padEnd(8)} ${m ? `${mb(m.rssKb)} ${mb(m.pssKb)}` : 'not running'}`);
+  }
+  console.log(`${'total'.padEnd(23)} ${mb(rss)} ${mb(pss)}`);
+  return 0;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const command = argv[0] && !argv[0].startsWith('-') ? argv[0] : 'start';
+  const rest = command === argv[0] ? argv.slice(1) : argv;
+  if (command === 'help' || argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const commands: Record<string, (c: HubConfig) => Promise<number | void> | number> = { start, status };
+  const run = commands[command];
+  if (!run) {
+    process.stderr.write(`hub: unknown command ${JSON.stringify(command)}\n\n${HELP}`);
+    return 2;
+  }
+  try {
+    const config = await loadConfig({ argv: rest });
+    const code = await run(config);
+    return code ?? -1; // -1: keep running (start)
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`hub: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+const code = await main(process.argv.slice(2));
+if (code >= 0) process.exit(code);

@@ -1,0 +1,13 @@
+// `npm run bench [name ...]`: runs the named benchmarks (all when none is named) and prints their figures.
+import { footprint } from './footprint.js';
+
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint() };
+const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+for (const name of wanted.length ? wanted : Object.keys(benches)) {
+  const bench = benches[name];
+  if (!bench) {
+    console.error(`unknown benchmark ${name}; known: ${Object.keys(benches).join(', ')}`);
+    process.exit(2);
+  }
+  await bench();
+}

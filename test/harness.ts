@@ -1,0 +1,131 @@
+// Boots a complete hub for a test: its own nats-server on a free port, a temp data dir, the gateway on a
+// free port, all real processes started by the real supervisor (compiled dist/, as `npm start` runs it).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('..', import.meta.url));
+export const SUPERVISOR = join(REPO, 'dist', 'supervisor.js');
+/** The V8 flags `npm start` gives the supervisor (see package.json). */
+export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'];
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `probe` until it returns a value, at most `timeoutMs`; throws with `what` when it never does. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(intervalMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface HubUnderTest {
+  url: string;
+  port: number;
+  natsPort: number;
+  natsUrl: string;
+  dataDir: string;
+  proc: ChildProcess;
+  /** pids of the supervisor's children, from the record it keeps in the data dir */
+  children(): Record<string, number | null>;
+  logs(): string;
+  /** SIGTERM to the supervisor; resolves with how it exited, after checking nothing is left running. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; leftovers: number[] }>;
+}
+
+export interface StartOptions {
+  config?: Record<string, Record<string, unknown>>;
+  healthTimeoutMs?: number;
+}
+
+export async function startHub({ config = {}, healthTimeoutMs = 20_000 }: StartOptions = {}): Promise<HubUnderTest> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hub-test-'));
+  const port = await freePort();
+  const natsPort = await freePort();
+  const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
+  const configFile = join(dataDir, 'hub.json');
+  writeFileSync(configFile, JSON.stringify(full));
+  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, SUPERVISOR, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
+  let logText = '';
+  const keep = (chunk: Buffer) => { logText = (logText + chunk.toString()).slice(-200_000); };
+  proc.stdout!.on('data', keep);
+  proc.stderr!.on('data', keep);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = `http://127.0.0.1:${port}`;
+  const children = (): Record<string, number | null> => {
+    const file = join(dataDir, 'run', 'processes.json');
+    return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).children : {};
+  };
+  let seen: number[] = [];
+  const hub: HubUnderTest = {
+    url, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
+    async stop() {
+      seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+      const result = await exited;
+      clearTimeout(timer);
+      const leftovers = seen.filter(isAlive);
+      for (const pid of leftovers) process.kill(pid, 'SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+      return { ...result, leftovers };
+    },
+  };
+  try {
+    await waitFor('the hub to become healthy', async () => {
+      if (proc.exitCode !== null) throw new Error(`supervisor exited with ${proc.exitCode}`);
+      const r = await fetch(`${url}/hub/health`);
+      seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
+      return r.status === 200 ? true : undefined;
+    }, healthTimeoutMs);
+  } catch (e) {
+    await hub.stop();
+    throw new Error(`${(e as Error).message}\n--- hub log ---\n${logText.slice(-5000)}`);
+  }
+  return hub;
+}
+
+/** Runs the `hub` command to completion (for config errors and CLI verbs). */
+export function runHubCommand(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [SUPERVISOR, ...args], { cwd: REPO, env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; });
+    p.stderr.on('data', (d) => { stderr += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+    p.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+  });
+}

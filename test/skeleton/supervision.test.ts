@@ -1,0 +1,97 @@
+import test from 'ava';
+import { connect, StringCodec } from 'nats';
+import { createLogger } from '../../shared/log.js';
+import { SupervisedChild } from '../../shared/supervision.js';
+import { isAlive, sleep, startHub, waitFor } from '../harness.js';
+
+const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'];
+
+async function health(url: string): Promise<number> {
+  try {
+    return (await fetch(`${url}/hub/health`, { signal: AbortSignal.timeout(2000) })).status;
+  } catch {
+    return 0;
+  }
+}
+
+test('supervision: kill -9 of each actor in turn, health is back to 200 within 3 s', async (t) => {
+  const hub = await startHub();
+  try {
+    for (const actor of ACTORS) {
+      const pid = hub.children()[actor];
+      t.truthy(pid, `${actor} has a pid`);
+      process.kill(pid!, 'SIGKILL');
+      const killedAt = Date.now();
+      await waitFor(`${actor} to be replaced`, async () => (hub.children()[actor] !== pid ? true : undefined), 3000, 20);
+      await waitFor(`health after killing ${actor}`, async () => ((await health(hub.url)) === 200 ? true : undefined), 3000 - (Date.now() - killedAt), 50);
+      t.pass(`${actor} back in ${Date.now() - killedAt} ms`);
+    }
+    t.regex(hub.logs(), /"event":"child.exit","child":"gateway".*"signal":"SIGKILL"/, 'the exit is logged with its signal');
+  } finally {
+    const r = await hub.stop();
+    t.deepEqual(r.leftovers, []);
+  }
+});
+
+test('supervision: a stopped actor makes health 503 naming it; SIGTERM stops every child and exits 0', async (t) => {
+  const hub = await startHub();
+  const pids = Object.values(hub.children()).filter((p): p is number => p !== null);
+  t.is(pids.length, 7, 'nats and six actors');
+  const spawner = hub.children().spawner!;
+  process.kill(spawner, 'SIGSTOP'); // alive but not answering
+  try {
+    const r = await fetch(`${hub.url}/hub/health`);
+    t.is(r.status, 503);
+    const body = await r.json();
+    t.deepEqual(body.missing, ['spawner']);
+    t.regex(body.message, /spawner/);
+  } finally {
+    process.kill(spawner, 'SIGCONT');
+  }
+  const result = await hub.stop();
+  t.is(result.code, 0);
+  t.deepEqual(result.leftovers, [], 'no child outlives the supervisor');
+  t.false(pids.some(isAlive));
+});
+
+test('supervision: two hubs differing only in ports and data dir run side by side; actors answer on NATS and audit is retained', async (t) => {
+  const [a, b] = await Promise.all([startHub(), startHub()]);
+  try {
+    t.is(await health(a.url), 200);
+    t.is(await health(b.url), 200);
+    const nc = await connect({ servers: a.natsUrl });
+    const sc = StringCodec();
+    const reply = JSON.parse(sc.decode((await nc.request('hub.tokens.ping', undefined, { timeout: 2000 })).data));
+    t.is(reply.actor, 'tokens');
+    t.is(reply.pid, a.children().tokens);
+    // every actor recorded its start in the retained audit stream
+    const jsm = await nc.jetstreamManager();
+    const starts = new Set<string>();
+    const info = await jsm.streams.info('HUB_AUDIT');
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+      const m = await jsm.streams.getMessage('HUB_AUDIT', { seq });
+      if (m.subject === 'hub.audit.actor.start') starts.add(JSON.parse(sc.decode(m.data)).actor);
+    }
+    t.deepEqual([...starts].sort(), [...ACTORS].sort());
+    await nc.close();
+  } finally {
+    await Promise.all([a.stop(), b.stop()]);
+  }
+});
+
+test('supervision: a child that keeps dying is restarted with backoff, then marked failed', async (t) => {
+  const log = createLogger('test', 'silent');
+  const starts: number[] = [];
+  const child = new SupervisedChild(
+    { id: 'crasher', command: process.execPath, args: ['-e', 'process.exit(3)'], env: {}, ipc: false },
+    { backoffInitialMs: 20, backoffMaxMs: 200, stableUptimeMs: 10_000, intensity: 3, periodMs: 60_000, shutdownMs: 1000 },
+    log, () => { if (child.pid) starts.push(Date.now()); },
+  );
+  child.start();
+  await waitFor('the child to be marked failed', async () => (child.failed ? true : undefined), 10_000);
+  await sleep(300);
+  t.is(starts.length, 4, 'first start plus three restarts, then no more');
+  const gaps = starts.slice(1).map((s, i) => s - starts[i]);
+  t.true(gaps[2] > gaps[0], `backoff grows: ${gaps.join(', ')} ms`);
+  await child.stop();
+});
