@@ -4,6 +4,8 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { invalidNameReason } from './names.js';
+import { isValidRoleName, validateScopes } from './scopes.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list';
 
@@ -14,6 +16,8 @@ interface OptionSpec {
   min?: number;
   max?: number;
   choices?: readonly string[];
+  /** deeper checks of a value of the right kind; each problem is a line naming what is wrong */
+  check?: (value: any) => string[];
 }
 
 const port = (dflt: number, help: string) => ({ kind: 'integer' as const, default: dflt, help, min: 1, max: 65535 });
@@ -32,6 +36,15 @@ export const SCHEMA = {
     rpc_timeout: seconds(5, 'deadline of one internal gRPC or NATS call'),
     health_timeout: seconds(1, 'how long /hub/health waits for each actor'),
     audit_retention_days: { kind: 'number', default: 90, help: 'how long audit events stay in the HUB_AUDIT stream', min: 0 },
+    api_page_default_limit: { kind: 'integer', default: 50, help: 'page size of paginated lists when `limit` is absent', min: 1 },
+    api_page_max_limit: { kind: 'integer', default: 200, help: 'largest page a client may ask for', min: 1 },
+    api_tokens: { kind: 'string-map', default: {}, help: 'token -> user name, registered at start (users created when missing)', check: checkApiTokens },
+    services: { kind: 'list', default: [], help: 'registered services (see the README)', check: checkServices },
+    load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
+    cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
+    activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
+    spawner_class: { kind: 'string', default: 'localprocess', help: 'how single-user servers are started', choices: ['localprocess'] },
+    authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'oauth'] },
   },
   Supervisor: {
     restart_backoff_initial: seconds(0.1, 'first restart delay of a dead child'),
@@ -43,8 +56,91 @@ export const SCHEMA = {
     startup_timeout: seconds(15, 'how long NATS may take to accept connections at start'),
   },
   Spawner: {},
-  Authenticator: {},
+  Authenticator: {
+    admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
+  },
 } as const satisfies Record<string, Record<string, OptionSpec>>;
+
+// ---- deeper checks of structured options --------------------------------------------
+
+/** User, group, service and server names: the rule every actor applies (see shared/names.ts). */
+function nameProblem(where: string, name: string): string[] {
+  const why = invalidNameReason(name);
+  return why ? [`${where}: invalid name ${JSON.stringify(name)} (${why})`] : [];
+}
+
+function checkApiTokens(map: Record<string, string>): string[] {
+  return Object.entries(map).flatMap(([token, user]) => [
+    ...(token.length <= 8 ? [`Hub.api_tokens: a token for ${JSON.stringify(user)} is ${token.length} characters; tokens must be longer than 8`] : []),
+    ...nameProblem('Hub.api_tokens', user),
+  ]);
+}
+
+const SERVICE_KEYS: Record<string, Kind> = {
+  name: 'string', admin: 'boolean', url: 'string', api_token: 'string', display: 'boolean', oauth_no_confirm: 'boolean',
+  environment: 'string-map', user: 'string', cwd: 'string', info: 'object', oauth_client_id: 'string',
+  oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list',
+};
+
+function checkServices(services: unknown[]): string[] {
+  const problems: string[] = [];
+  const names = new Set<string>();
+  const tokens = new Map<string, string>();
+  services.forEach((svc, i) => {
+    const where = `Hub.services[${i}]`;
+    if (!isObject(svc)) return void problems.push(`${where}: expected an object`);
+    const name = typeof svc.name === 'string' ? svc.name : undefined;
+    const label = name ? `Hub.services ${JSON.stringify(name)}` : where;
+    if (!name) problems.push(`${where}.name: required, a string`);
+    else {
+      problems.push(...nameProblem(label, name));
+      if (names.has(name)) problems.push(`${label}: defined twice`);
+      names.add(name);
+    }
+    for (const [key, value] of Object.entries(svc)) {
+      if (key === 'command') {
+        if (!(typeof value === 'string' || (Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === 'string')))) {
+          problems.push(`${label}.command: expected a string or a non-empty list of strings`);
+        }
+        continue;
+      }
+      const kind = SERVICE_KEYS[key];
+      if (!kind) problems.push(`${label}.${key}: unknown option`);
+      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
+    }
+    if (typeof svc.api_token === 'string') {
+      if (svc.api_token.length <= 8) problems.push(`${label}.api_token: must be longer than 8 characters`);
+      const other = tokens.get(svc.api_token);
+      if (other !== undefined) problems.push(`${label}.api_token: the same token as service ${JSON.stringify(other)}; tokens must be unique`);
+      tokens.set(svc.api_token, name ?? where);
+    }
+    if (typeof svc.url === 'string' && !/^https?:\/\/[^/]+/.test(svc.url)) problems.push(`${label}.url: expected an http(s) URL`);
+  });
+  return problems;
+}
+
+const ROLE_KEYS = new Set(['name', 'description', 'scopes', 'users', 'groups', 'services']);
+
+function checkRoles(roles: unknown[]): string[] {
+  const problems: string[] = [];
+  roles.forEach((role, i) => {
+    const where = `Hub.load_roles[${i}]`;
+    if (!isObject(role)) return void problems.push(`${where}: expected an object`);
+    const label = typeof role.name === 'string' ? `Hub.load_roles ${JSON.stringify(role.name)}` : where;
+    if (typeof role.name !== 'string' || !isValidRoleName(role.name)) problems.push(`${label}.name: required, lowercase letters, digits and -_~. (3 to 255 characters)`);
+    for (const [key, value] of Object.entries(role)) {
+      if (!ROLE_KEYS.has(key)) problems.push(`${label}.${key}: unknown option`);
+      else if (key === 'description' && typeof value !== 'string') problems.push(`${label}.description: expected a string`);
+      else if (key !== 'name' && key !== 'description' && !(Array.isArray(value) && value.every((x) => typeof x === 'string'))) problems.push(`${label}.${key}: expected a list of strings`);
+    }
+    if (Array.isArray(role.scopes) && role.scopes.every((x) => typeof x === 'string')) {
+      const v = validateScopes(role.scopes as string[]);
+      if (!v.ok) problems.push(`${label}.scopes: ${v.reason}`);
+    }
+    if (role.name === 'admin' && role.scopes !== undefined) problems.push(`${label}.scopes: the admin role's scopes cannot be changed (assign members only)`);
+  });
+  return problems;
+}
 
 type Section = keyof typeof SCHEMA;
 type ValueOf<S extends OptionSpec> = S['kind'] extends 'string' ? string
@@ -66,6 +162,8 @@ export class ConfigError extends Error {
   }
 }
 
+const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
 function describe(spec: OptionSpec): string {
   if (spec.choices) return `one of ${spec.choices.map((c) => JSON.stringify(c)).join(', ')}`;
   const range = spec.min !== undefined && spec.max !== undefined ? ` between ${spec.min} and ${spec.max}`
@@ -78,7 +176,6 @@ function describe(spec: OptionSpec): string {
 }
 
 function fits(spec: OptionSpec, v: unknown): boolean {
-  const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
   let ok: boolean;
   switch (spec.kind) {
     case 'string': ok = typeof v === 'string'; break;
@@ -118,7 +215,11 @@ export function validateConfig(raw: unknown): HubConfig {
       const spec = options[key];
       if (!spec) problems.push(`${section}.${key}: unknown option`);
       else if (!fits(spec, value)) problems.push(`${section}.${key}: expected ${describe(spec)}, got ${JSON.stringify(value)}`);
-      else out[section][key] = value;
+      else {
+        const deeper = spec.check?.(value) ?? [];
+        if (deeper.length) problems.push(...deeper);
+        else out[section][key] = value;
+      }
     }
   }
   if (problems.length) throw new ConfigError(problems);

@@ -30,7 +30,7 @@ export function createApp({ ctx, health }: GatewayDeps): uWS.TemplatedApp {
 
   function fail(info: RequestInfo, reply: Reply, err: HubError): void {
     if (err.status >= 500) log.error({ event: 'http.error', method: info.method, path: cap(info.path), status: err.status, err: err.cause ?? err }, 'request failed');
-    if (wantsHtml(info)) reply.send(err.status, errorPage(err), { 'Content-Type': 'text/html; charset=utf-8', ...err.headers }, err.status === 413);
+    if (wantsHtml(info)) reply.send(err.status, errorPage(err), { 'Content-Type': 'text/html; charset=utf-8', ...err.headers });
     else reply.error(err);
   }
 

@@ -50,9 +50,9 @@ export class Reply {
     this.send(status, JSON.stringify(value), { 'Content-Type': 'application/json', ...headers });
   }
 
-  /** An error as `{"status", "message"}`; a 413 closes the connection, since the rest of the body is never read. */
+  /** An error as `{"status", "message"}`. After an early answer (a 413) uWS discards the rest of the body as it arrives. */
   error(err: HubError): void {
-    this.send(err.status, httpBody(err), { 'Content-Type': 'application/json', ...err.headers }, err.status === 413);
+    this.send(err.status, httpBody(err), { 'Content-Type': 'application/json', ...err.headers });
   }
 }
 
