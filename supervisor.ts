@@ -7,13 +7,16 @@ import { join } from 'node:path';
 import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
+import { normalizeUsername } from './shared/names.js';
+import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
 import { SupervisedChild, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
 
 commands:
   start     run the hub: NATS and the actors, restarted when they die (default)
-  status    list the running hub's processes with their memory (RSS)
+  status    list the running hub's processes with their memory (RSS and PSS)
+  token     print a new API token for a user: hub token <username> (works whether or not the hub runs)
   help      show this text
 
 options:
@@ -191,14 +194,49 @@ function status(config: HubConfig): number {
   return 0;
 }
 
+/**
+ * `hub token <user>`: writes a token straight into the tokens store (SQLite in WAL mode allows it beside a
+ * running hub); the tokens actor reads the store on every unknown token, so it is usable at once.
+ */
+async function token(config: HubConfig, positional: string[]): Promise<number> {
+  if (positional.length !== 1) {
+    process.stderr.write('usage: hub token <username>\n');
+    return 2;
+  }
+  const name = normalizeUsername(positional[0]);
+  const { AuthStore } = await import('./services/auth/store.js');
+  const { TokenStore } = await import('./services/tokens/store.js');
+  mkdirSync(config.Hub.data_dir, { recursive: true, mode: 0o700 });
+  const users = await AuthStore.open(join(config.Hub.data_dir, 'auth.sqlite'));
+  const exists = await users.getUser(name);
+  await users.close();
+  if (!exists) {
+    process.stderr.write(`No such user: ${name}\n`);
+    return 1;
+  }
+  const tokens = await TokenStore.open(join(config.Hub.data_dir, 'tokens.sqlite'));
+  const secret = newToken();
+  await tokens.insert({
+    prefix: tokenPrefix(secret), hashed: hashSecret(secret, GENERATED_ROUNDS), owner_kind: 'user', owner_name: name,
+    scopes: JSON.stringify(['inherit']), note: 'command-line generated', created: new Date().toISOString(), expires_at: null,
+    session_id: null, oauth_client: 'hub', source: 'cli',
+  });
+  await tokens.close();
+  process.stdout.write(`${secret}\n`);
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
   const command = argv[0] && !argv[0].startsWith('-') ? argv[0] : 'start';
-  const rest = command === argv[0] ? argv.slice(1) : argv;
+  const afterCommand = command === argv[0] ? argv.slice(1) : argv;
+  // positional arguments of a subcommand come before the options
+  const positional = afterCommand.filter((a, i) => !a.startsWith('-') && afterCommand[i - 1] !== '--config');
+  const rest = afterCommand.filter((a) => !positional.includes(a));
   if (command === 'help' || argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(HELP);
     return 0;
   }
-  const commands: Record<string, (c: HubConfig) => Promise<number | void> | number> = { start, status };
+  const commands: Record<string, (c: HubConfig, positional: string[]) => Promise<number | void> | number> = { start, status, token };
   const run = commands[command];
   if (!run) {
     process.stderr.write(`hub: unknown command ${JSON.stringify(command)}\n\n${HELP}`);
@@ -206,7 +244,11 @@ async function main(argv: string[]): Promise<number> {
   }
   try {
     const config = await loadConfig({ argv: rest });
-    const code = await run(config);
+    if (command !== 'token' && positional.length) {
+      process.stderr.write(`hub ${command}: unexpected argument ${JSON.stringify(positional[0])}\n`);
+      return 2;
+    }
+    const code = await run(config, positional);
     return code ?? -1; // -1: keep running (start)
   } catch (e) {
     if (e instanceof ConfigError) {

@@ -21,6 +21,8 @@ export interface ActorContext {
   readonly audit: AuditPublisher;
   /** the config's timeout for one internal call, in ms */
   readonly rpcTimeoutMs: number;
+  /** called with each NATS connection status change ('reconnect', 'disconnect', ...) */
+  onNatsStatus(listener: (type: string) => void): void;
 }
 
 export interface ActorParts {
@@ -51,10 +53,14 @@ export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => P
   });
   process.on('unhandledRejection', (err) => log.error({ event: 'actor.unhandled_rejection', err }, 'unhandled rejection'));
 
-  const nc = await connectNats(natsUrl(config), instance, log);
+  const statusListeners: ((type: string) => void)[] = [];
+  const nc = await connectNats(natsUrl(config), instance, log, (type) => statusListeners.forEach((l) => l(type)));
   await ensureAuditStream(nc, config.Hub.audit_retention_days);
   const audit = createAuditPublisher(nc, actor, log);
-  const ctx: ActorContext = { actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000 };
+  const ctx: ActorContext = {
+    actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000,
+    onNatsStatus: (l) => void statusListeners.push(l),
+  };
   const parts = await setup(ctx);
 
   const ping = () => ({

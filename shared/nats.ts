@@ -14,7 +14,7 @@ export const encodeJson = (v: unknown): Uint8Array => encoder.encode(JSON.string
 export const decodeJson = <T = unknown>(data: Uint8Array): T => (data.length ? JSON.parse(decoder.decode(data)) : null) as T;
 
 /** Connects and keeps reconnecting forever: NATS may restart under the supervisor at any time. */
-export async function connectNats(url: string, name: string, log: Logger): Promise<NatsConnection> {
+export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void): Promise<NatsConnection> {
   const nc = await connect({
     servers: url,
     name,
@@ -27,6 +27,7 @@ export async function connectNats(url: string, name: string, log: Logger): Promi
   void (async () => {
     for await (const s of nc.status()) {
       if (s.type === 'pingTimer') continue;
+      onStatus?.(s.type);
       log.info({ event: 'nats.status', type: s.type, data: typeof s.data === 'string' ? s.data : undefined }, 'nats connection status');
     }
   })();

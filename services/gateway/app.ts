@@ -9,16 +9,16 @@ import { errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestI
 export interface GatewayDeps {
   ctx: ActorContext;
   health: ReturnType<typeof createHealthChecker>;
+  api: (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void>;
 }
 
 type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void> | void;
 
-export function createApp({ ctx, health }: GatewayDeps): uWS.TemplatedApp {
+export function createApp({ ctx, health, api }: GatewayDeps): uWS.TemplatedApp {
   const maxBody = ctx.config.Hub.max_body_size;
   const log = ctx.log;
 
   const routes: Record<string, Record<string, Handler>> = {
-    '/hub/api': { GET: (_i, reply) => reply.json(200, { version: HUB_VERSION }) },
     '/hub/health': {
       GET: async (_i, reply) => {
         const report = await health.check();
@@ -37,6 +37,7 @@ export function createApp({ ctx, health }: GatewayDeps): uWS.TemplatedApp {
   async function dispatch(info: RequestInfo, reply: Reply): Promise<void> {
     // The body limit is enforced before routing, so no path can be made to buffer an oversized body.
     const body = hasBody(info) ? await readBody(reply, info, maxBody) : null;
+    if (info.path === '/hub/api' || info.path.startsWith('/hub/api/')) return api(info, reply, body);
     const path = info.path.length > 1 && info.path.endsWith('/') ? info.path.slice(0, -1) : info.path;
     const route = routes[path];
     if (!route) throw errors.notFound(`No such endpoint: ${cap(info.path, 100)}`);

@@ -1,21 +1,52 @@
 // Gateway actor: the only public listener. Wiring only; see app.ts for the routes.
 import uWS from 'uWebSockets.js';
 import { runActor } from '../../shared/actor.js';
+import { createGrpcClient } from '../../shared/grpc.js';
+import { decodeJson } from '../../shared/nats.js';
+import { grpcSocketPath } from '../../shared/paths.js';
+import { configuredServices, roleBook } from '../../shared/roles.js';
+import { createApi } from './api/index.js';
 import { createApp } from './app.js';
+import { createIdentityCache, createUserCache } from './caches.js';
+import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { UWS_BUILD } from './http.js';
 
 await runActor('gateway', async (ctx) => {
   if (UWS_BUILD !== 'native') throw new Error('uWebSockets.js native binary did not load (fallback shim in use): reinstall with `npm ci` on Node 20');
-  const { ip, port } = ctx.config.Hub;
-  const health = createHealthChecker(ctx.config.Hub.data_dir, ctx.config.Hub.health_timeout * 1000);
-  const app = createApp({ ctx, health });
+  const { ip, port, data_dir: dataDir } = ctx.config.Hub;
+  const maxAgeMs = ctx.config.Hub.cache_max_age * 1000;
+  const auth = createGrpcClient('auth', grpcSocketPath(dataDir, 'auth'), ctx.rpcTimeoutMs);
+  const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
+  const identities = createIdentityCache(tokens, maxAgeMs);
+  const users = createUserCache(auth, maxAgeMs);
+
+  // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
+  const events = ctx.nc.subscribe('hub.evt.>', { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users }) });
+  ctx.onNatsStatus((type) => {
+    if (type === 'reconnect') {
+      identities.clear();
+      users.clear();
+    }
+  });
+
+  const api = createApi({
+    config: ctx.config, auth, tokens, users, identities, book: roleBook(ctx.config),
+    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
+  });
+  const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000);
+  const app = createApp({ ctx, health, api });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
   ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);
   return {
     details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}` }),
     stopIntake: () => uWS.us_listen_socket_close(listenSocket),
-    close: () => health.close(),
+    close: () => {
+      events.unsubscribe();
+      health.close();
+      auth.close();
+      tokens.close();
+    },
   };
 });

@@ -1,0 +1,232 @@
+// The auth actor's operations on users and groups. Every change is validated first, written in one
+// transaction, then announced (hub.evt.user.* / hub.evt.group.*) and audited.
+import type { AuditPublisher } from '../../shared/audit.js';
+import { errors } from '../../shared/errors.js';
+import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
+import { isoNow, parseTimestamp } from '../../shared/time.js';
+import type { AuthStore, GroupRow, UserRow } from './store.js';
+
+export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
+export interface GroupModel { name: string; users: string[]; properties_json: string }
+
+/** Who changed what, for the events caches and the tokens actor listen to. */
+export type Announce = (entity: 'user' | 'group', change: string, body: Record<string, unknown>) => void;
+
+export interface AuthDeps {
+  store: AuthStore;
+  audit: AuditPublisher;
+  announce: Announce;
+  /** how often buffered activity is written */
+  activityFlushMs: number;
+}
+
+function checkName(kind: string, name: string): void {
+  const why = invalidNameReason(name);
+  if (why) throw errors.badRequest(`Invalid ${kind} name ${JSON.stringify(name.slice(0, 100))}: ${why}`, 'HUB_ERR_NAME_INVALID');
+}
+
+export function createAuthHandlers({ store, audit, announce, activityFlushMs }: AuthDeps) {
+  // Activity arrives often (every proxied request, every single-user server's heartbeat): it is
+  // buffered and written at most once per flush interval, and merged into reads meanwhile.
+  const pendingActivity = new Map<string, string>();
+  const flushTimer = setInterval(() => void flushActivity(), activityFlushMs);
+  flushTimer.unref();
+
+  async function flushActivity(): Promise<void> {
+    if (!pendingActivity.size) return;
+    const batch = new Map(pendingActivity);
+    pendingActivity.clear();
+    await store.transaction(() => store.recordActivity(batch));
+  }
+
+  function latest(name: string, stored: string | null): string {
+    const pending = pendingActivity.get(name);
+    return pending && (!stored || pending > stored) ? pending : stored ?? '';
+  }
+
+  async function userModels(rows: UserRow[]): Promise<UserModel[]> {
+    const groups = await store.groupsOfUsers(rows.map((r) => r.id));
+    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: groups.get(r.id) ?? [], created: r.created, last_activity: latest(r.name, r.last_activity) }));
+  }
+
+  async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {
+    const members = await store.membersOf(rows.map((r) => r.id));
+    return rows.map((r) => ({ name: r.name, users: members.get(r.id) ?? [], properties_json: r.properties }));
+  }
+
+  async function mustGetUser(name: string): Promise<UserRow> {
+    const row = await store.getUser(name);
+    if (!row) throw errors.notFound(`No such user: ${name}`, 'HUB_ERR_USER_NOT_FOUND');
+    return row;
+  }
+
+  async function mustGetGroup(name: string): Promise<GroupRow> {
+    const row = await store.getGroup(name);
+    if (!row) throw errors.notFound(`No such group: ${name}`, 'HUB_ERR_GROUP_NOT_FOUND');
+    return row;
+  }
+
+  async function userModel(name: string): Promise<UserModel> {
+    return (await userModels([await mustGetUser(name)]))[0];
+  }
+
+  async function groupModel(name: string): Promise<GroupModel> {
+    return (await groupModels([await mustGetGroup(name)]))[0];
+  }
+
+  async function requireUsersExist(names: string[]): Promise<void> {
+    const found = new Set((await store.getUsers(names)).map((r) => r.name));
+    const missing = names.filter((n) => !found.has(n));
+    if (missing.length) throw errors.badRequest(`No such user: ${missing.join(', ')}`, 'HUB_ERR_USER_NOT_FOUND');
+  }
+
+  return {
+    flushActivity,
+    stop: () => clearInterval(flushTimer),
+
+    getUser: (r: { name: string }) => userModel(r.name),
+
+    async getUsers(r: { names: string[] }) {
+      const rows = await store.getUsers(r.names);
+      const byName = new Map(rows.map((row) => [row.name, row]));
+      return { users: await userModels(r.names.map((n) => byName.get(n)).filter((x): x is UserRow => !!x)) };
+    },
+
+    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[] }) {
+      const { rows, total } = await store.listUsers(r.offset, r.limit, r.restricted ? { names: r.names, groups: r.groups } : undefined);
+      return { users: await userModels(rows), total };
+    },
+
+    /** Bulk create: invalid names refuse the whole request; existing ones are skipped; all existing → 409. */
+    async createUsers(r: { names: string[]; admin: boolean; by: string }) {
+      const names = [...new Set(r.names.map(normalizeUsername))];
+      if (!names.length) throw errors.badRequest('Must specify at least one user to create');
+      const invalid = names.filter((n) => invalidNameReason(n));
+      if (invalid.length) throw errors.badRequest(`Invalid username${invalid.length > 1 ? 's' : ''}: ${invalid.map((n) => JSON.stringify(n.slice(0, 100))).join(', ')}`, 'HUB_ERR_NAME_INVALID');
+      const created = await store.transaction(async () => {
+        const existing = new Set((await store.getUsers(names)).map((row) => row.name));
+        const fresh = names.filter((n) => !existing.has(n));
+        if (!fresh.length) throw errors.conflict(`All ${names.length} users already exist`, 'HUB_ERR_USER_EXISTS');
+        const now = isoNow();
+        for (const n of fresh) await store.insertUser(n, r.admin, now);
+        return fresh;
+      });
+      for (const name of created) {
+        announce('user', 'created', { name });
+        void audit.publish('user', 'create', { who: r.by, what: name, outcome: 'ok', admin: r.admin });
+      }
+      return { users: await userModels(await store.getUsers(created)) };
+    },
+
+    async createUser(r: { name: string; admin: boolean; by: string }) {
+      checkName('user', r.name);
+      await store.transaction(async () => {
+        if (await store.getUser(r.name)) throw errors.conflict(`User ${r.name} already exists`, 'HUB_ERR_USER_EXISTS');
+        await store.insertUser(r.name, r.admin, isoNow());
+      });
+      announce('user', 'created', { name: r.name });
+      void audit.publish('user', 'create', { who: r.by, what: r.name, outcome: 'ok', admin: r.admin });
+      return userModel(r.name);
+    },
+
+    async updateUser(r: { name: string; new_name?: string; admin?: boolean; by: string }) {
+      if (r.new_name !== undefined) checkName('user', r.new_name);
+      const row = await mustGetUser(r.name);
+      const rename = r.new_name !== undefined && r.new_name !== r.name ? r.new_name : undefined;
+      await store.transaction(async () => {
+        if (rename && (await store.getUser(rename))) {
+          throw errors.badRequest(`User ${rename} already exists, username must be unique`, 'HUB_ERR_USER_EXISTS');
+        }
+        await store.updateUser(r.name, { name: rename, admin: r.admin });
+      });
+      const name = rename ?? r.name;
+      if (rename) {
+        pendingActivity.delete(r.name);
+        announce('user', 'deleted', { name: r.name, renamed_to: rename });
+        announce('user', 'created', { name: rename, renamed_from: r.name });
+      } else {
+        announce('user', 'updated', { name });
+      }
+      void audit.publish('user', 'update', { who: r.by, what: r.name, outcome: 'ok', new_name: rename, admin: r.admin, was_admin: row.admin === 1 });
+      return userModel(name);
+    },
+
+    async deleteUser(r: { name: string; by: string }) {
+      if (!(await store.transaction(() => store.deleteUser(r.name)))) throw errors.notFound(`No such user: ${r.name}`, 'HUB_ERR_USER_NOT_FOUND');
+      pendingActivity.delete(r.name);
+      announce('user', 'deleted', { name: r.name });
+      void audit.publish('user', 'delete', { who: r.by, what: r.name, outcome: 'ok' });
+      return {};
+    },
+
+    async recordActivity(r: { name: string; last_activity: string }) {
+      const at = parseTimestamp(r.last_activity);
+      if (!at) throw errors.badRequest(`Not a valid timestamp: ${r.last_activity.slice(0, 60)}`);
+      await mustGetUser(r.name);
+      const iso = at.toISOString();
+      if (iso > (pendingActivity.get(r.name) ?? '')) pendingActivity.set(r.name, iso);
+      return {};
+    },
+
+    getGroup: (r: { name: string }) => groupModel(r.name),
+
+    async listGroups(r: { offset: number; limit: number; restricted: boolean; groups: string[] }) {
+      const { rows, total } = await store.listGroups(r.offset, r.limit, r.restricted ? r.groups : undefined);
+      return { groups: await groupModels(rows), total };
+    },
+
+    /** Creates groups in order with the same members; stops at the first existing one (those before stay). */
+    async createGroups(r: { names: string[]; users: string[]; by: string }) {
+      if (!r.names.length) throw errors.badRequest('Must specify at least one group to create');
+      for (const n of r.names) checkName('group', n);
+      const users = [...new Set(r.users.map(normalizeUsername))];
+      await requireUsersExist(users);
+      const created: string[] = [];
+      let conflict: Error | undefined;
+      for (const name of r.names) {
+        try {
+          await store.transaction(async () => {
+            if (await store.getGroup(name)) throw errors.conflict(`Group ${name} already exists`, 'HUB_ERR_GROUP_EXISTS');
+            const id = await store.insertGroup(name);
+            await store.addMembers(id, users);
+          });
+        } catch (e) {
+          conflict = e as Error;
+          break;
+        }
+        created.push(name);
+        announce('group', 'created', { name, users });
+        void audit.publish('group', 'create', { who: r.by, what: name, outcome: 'ok', users });
+      }
+      if (conflict) throw conflict;
+      return { groups: await Promise.all(created.map(groupModel)) };
+    },
+
+    async deleteGroup(r: { name: string; by: string }) {
+      const group = await groupModel(r.name);
+      await store.transaction(async () => store.deleteGroup((await mustGetGroup(r.name)).id));
+      announce('group', 'deleted', { name: r.name, users: group.users });
+      void audit.publish('group', 'delete', { who: r.by, what: r.name, outcome: 'ok' });
+      return {};
+    },
+
+    async changeGroupMembers(r: { name: string; users: string[]; add: boolean; by: string }) {
+      const users = [...new Set(r.users.map(normalizeUsername))];
+      if (!users.length) throw errors.badRequest(`Must specify users to ${r.add ? 'add' : 'delete'}`);
+      const group = await mustGetGroup(r.name);
+      await requireUsersExist(users);
+      await store.transaction(() => (r.add ? store.addMembers(group.id, users) : store.removeMembers(group.id, users)));
+      announce('group', 'updated', { name: r.name, users });
+      void audit.publish('group', r.add ? 'add_members' : 'remove_members', { who: r.by, what: r.name, outcome: 'ok', users });
+      return groupModel(r.name);
+    },
+
+    async setGroupProperties(r: { name: string; properties_json: string; by: string }) {
+      const group = await mustGetGroup(r.name);
+      await store.transaction(() => store.setProperties(group.id, r.properties_json));
+      announce('group', 'updated', { name: r.name, users: [] });
+      void audit.publish('group', 'set_properties', { who: r.by, what: r.name, outcome: 'ok' });
+      return groupModel(r.name);
+    },
+  };
+}

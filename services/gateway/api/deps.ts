@@ -1,0 +1,53 @@
+// What the API handlers need, and small helpers they share.
+import type { HubConfig } from '../../../shared/config.js';
+import { errors } from '../../../shared/errors.js';
+import type { GrpcClient } from '../../../shared/grpc.js';
+import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
+import type { Resource } from '../../../shared/scopes.js';
+import type { IdentityCache, UserCache } from '../caches.js';
+import type { ApiRequest } from './router.js';
+
+export interface ApiDeps {
+  config: HubConfig;
+  auth: GrpcClient;
+  tokens: GrpcClient;
+  users: UserCache;
+  /** forgotten at once by the gateway that made a change; other gateways learn it from the event */
+  identities: IdentityCache;
+  book: Map<string, ConfiguredRole>;
+  services: Map<string, ServiceConfig>;
+}
+
+/** The JSON body as an object; absent or empty is `undefined`. Anything but JSON is a 400. */
+export function jsonBody(req: ApiRequest): unknown {
+  if (!req.body || req.body.length === 0) return undefined;
+  try {
+    return JSON.parse(req.body.toString('utf8'));
+  } catch {
+    throw errors.badRequest('Request body must be valid JSON');
+  }
+}
+
+export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function stringList(v: unknown, what: string): string[] {
+  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) throw errors.badRequest(`${what} must be a list of strings`);
+  return v;
+}
+
+/** Only these keys may appear in the body; their types are checked by the caller. */
+export function onlyKeys(body: Record<string, unknown>, allowed: string[]): void {
+  const extra = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (extra.length) throw errors.badRequest(`Invalid JSON keys: ${extra.map((k) => JSON.stringify(k.slice(0, 40))).join(', ')}`);
+}
+
+/** The user resource of a path, with the groups that `!group=` filters need. */
+export function userResource(deps: ApiDeps) {
+  return async (params: Record<string, string>): Promise<Resource> => {
+    const user = await deps.users.get(params.name);
+    return { kind: 'user', name: params.name, groups: user?.groups ?? [] };
+  };
+}
+
+export const groupResource = (params: Record<string, string>): Resource => ({ kind: 'group', name: params.name });
+export const serviceResource = (params: Record<string, string>): Resource => ({ kind: 'service', name: params.name });

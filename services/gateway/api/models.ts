@@ -1,0 +1,72 @@
+// The JSON models of the API, cut down to what the requester's scopes reveal (reference §5).
+import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
+import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
+import { groupModelFields, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
+import type { UserRecord } from '../caches.js';
+
+const orNull = (s: string | undefined) => (s ? s : null);
+
+function pick<T extends Record<string, unknown>>(full: T, keys: Set<string>): Partial<T> {
+  const out: Partial<T> = {};
+  for (const k of Object.keys(full)) if (keys.has(k)) (out as Record<string, unknown>)[k] = full[k];
+  return out;
+}
+
+/** The user model; null when the requester may see nothing of this user (skipped in lists). */
+export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, extraKeys: string[] = []): Record<string, unknown> | null {
+  const keys = userModelFields(held, user) as Set<string>;
+  for (const k of extraKeys) keys.add(k);
+  if (!keys.size) return null;
+  return pick({
+    kind: 'user',
+    name: user.name,
+    admin: user.admin,
+    roles: rolesOfUser(book, user),
+    groups: user.groups,
+    server: null,       // the default server's URL when it is ready; servers come with the spawner
+    pending: null,
+    created: user.created,
+    last_activity: orNull(user.last_activity),
+    servers: {},
+    auth_state: null,
+    user_info: null,
+  }, keys);
+}
+
+export interface GroupRecord { name: string; users: string[]; properties_json: string }
+
+export function groupRoles(book: Map<string, ConfiguredRole>, group: string): string[] {
+  return [...book.values()].filter((r) => r.groups.includes(group)).map((r) => r.name);
+}
+
+export function groupModel(held: ReadonlySet<string>, group: GroupRecord, book: Map<string, ConfiguredRole>): Record<string, unknown> | null {
+  const keys = groupModelFields(held, group.name) as Set<string>;
+  if (!keys.size) return null;
+  return pick({
+    kind: 'group', name: group.name, users: group.users, roles: groupRoles(book, group.name),
+    properties: JSON.parse(group.properties_json || '{}'),
+  }, keys);
+}
+
+export function serviceModel(held: ReadonlySet<string>, svc: ServiceConfig, book: Map<string, ConfiguredRole>, extraKeys: string[] = []): Record<string, unknown> | null {
+  const keys = serviceModelFields(held, svc.name) as Set<string>;
+  for (const k of extraKeys) keys.add(k);
+  if (!keys.size) return null;
+  const command = svc.command === undefined ? [] : Array.isArray(svc.command) ? svc.command : [svc.command];
+  return pick({
+    kind: 'service', name: svc.name, admin: Boolean(svc.admin), roles: rolesOfService(book, svc), url: svc.url ?? '',
+    prefix: svc.url ? `/services/${svc.name}/` : '', command, pid: 0, info: svc.info ?? {}, display: svc.display ?? true,
+  }, keys);
+}
+
+export interface TokenRecord {
+  id: string; owner: { kind: string; name: string }; note: string; scopes: string[]; created: string;
+  last_activity: string; expires_at: string; session_id: string; oauth_client: string;
+}
+
+export function tokenModel(t: TokenRecord): Record<string, unknown> {
+  return {
+    [t.owner.kind]: t.owner.name, id: t.id, kind: 'api_token', roles: [], scopes: t.scopes, note: t.note, created: t.created,
+    last_activity: orNull(t.last_activity), expires_at: orNull(t.expires_at), session_id: orNull(t.session_id), oauth_client: t.oauth_client,
+  };
+}

@@ -1,0 +1,58 @@
+// /hub/api/users/<name>/tokens…: tokens live in the tokens actor, which also checks requested scopes.
+import { errors } from '../../../shared/errors.js';
+import { hasScope } from '../../../shared/scopes.js';
+import { isPlainObject, jsonBody, stringList, userResource, type ApiDeps } from './deps.js';
+import { tokenModel, type TokenRecord } from './models.js';
+import type { Route } from './router.js';
+
+export function tokenRoutes(deps: ApiDeps): Route[] {
+  const { tokens, users, identities } = deps;
+  const resource = userResource(deps);
+  const owner = (name: string) => ({ kind: 'user', name });
+
+  return [
+    {
+      method: 'GET', path: '/users/:name/tokens', access: ['read:tokens'], resource,
+      async handle(req) {
+        const r = await tokens.call<{ tokens: TokenRecord[] }>('ListTokens', owner(req.params.name));
+        req.reply.json(200, { api_tokens: r.tokens.map(tokenModel) });
+      },
+    },
+    {
+      // No declared scope: a requester without `tokens` on this user learns nothing about whether it exists.
+      method: 'POST', path: '/users/:name/tokens', access: 'in-handler',
+      async handle(req) {
+        const target = await users.get(req.params.name);
+        const denied = errors.forbidden(`User ${req.params.name} not found or no permissions to generate tokens`);
+        if (!target || !hasScope(req.held, 'tokens', { kind: 'user', name: target.name, groups: target.groups })) throw denied;
+        const body = jsonBody(req) ?? {};
+        if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON dict or empty');
+        const expiresIn = body.expires_in ?? 0;
+        if (typeof expiresIn !== 'number' || !Number.isInteger(expiresIn)) throw errors.badRequest('expires_in must be an integer number of seconds, or null');
+        if (body.note !== undefined && typeof body.note !== 'string') throw errors.badRequest('note must be a string');
+        const scopes = body.scopes === undefined ? undefined : stringList(body.scopes, 'scopes');
+        const roles = body.roles === undefined ? undefined : stringList(body.roles, 'roles');
+        const r = await tokens.call<{ model: TokenRecord; token: string }>('CreateToken', {
+          owner: owner(target.name), requester: req.identity!.owner, note: (body.note as string | undefined)?.slice(0, 1000) ?? '',
+          expires_in: expiresIn, has_scopes: scopes !== undefined, scopes: scopes ?? [], has_roles: roles !== undefined, roles: roles ?? [],
+          requester_scopes: [...req.held],
+        });
+        req.reply.json(201, { ...tokenModel(r.model), token: r.token });
+      },
+    },
+    {
+      method: 'GET', path: '/users/:name/tokens/:id', access: ['read:tokens'], resource,
+      async handle(req) {
+        req.reply.json(200, tokenModel(await tokens.call<TokenRecord>('GetToken', { owner: owner(req.params.name), id: req.params.id })));
+      },
+    },
+    {
+      method: 'DELETE', path: '/users/:name/tokens/:id', access: ['tokens'], resource,
+      async handle(req) {
+        await tokens.call('DeleteToken', { owner: owner(req.params.name), id: req.params.id, by: req.who });
+        identities.forgetToken(req.params.id);
+        req.reply.send(204, '');
+      },
+    },
+  ];
+}

@@ -1,0 +1,14 @@
+// Domain events that make the gateway's caches stale (subjects from shared/subjects.ts).
+import type { IdentityCache, UserCache } from './caches.js';
+
+interface Caches { identities: IdentityCache; users: UserCache }
+
+export function applyEvent(subject: string, body: any, { identities, users }: Caches): void {
+  const [, , entity, change] = subject.split('.');
+  if (entity === 'token' && change === 'revoked') identities.forgetToken(body.token_id);
+  else if (entity === 'owner' && change === 'changed') {
+    identities.forgetOwner({ kind: body.kind, name: body.name });
+    if (body.kind === 'user') users.forget(body.name);
+  } else if (entity === 'user') users.forget(body.name);
+  else if (entity === 'group') for (const name of body.users ?? []) users.forget(name);
+}

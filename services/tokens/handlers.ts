@@ -1,0 +1,229 @@
+// The tokens actor's operations: resolving a token to its owner and effective scopes, and the token
+// lifecycle. Owner scopes come from roles (shared/roles.ts) and the owner's current admin flag and
+// groups (asked of the auth actor, cached until an event says they changed).
+import type { AuditPublisher } from '../../shared/audit.js';
+import { errors, HubError } from '../../shared/errors.js';
+import { roleBook, rolesOfService, rolesOfUser, scopesOfRoles, configuredServices, type ServiceConfig, type UserFacts } from '../../shared/roles.js';
+import {
+  effectiveTokenScopes, expandScopes, missingScopes, validateScopes, type ScopeOwner,
+} from '../../shared/scopes.js';
+import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix, verifySecret } from '../../shared/secrets.js';
+import { isoNow } from '../../shared/time.js';
+import type { HubConfig } from '../../shared/config.js';
+import type { TokenRow, TokenStore } from './store.js';
+
+export interface Owner { kind: 'user' | 'service'; name: string }
+
+export interface TokensDeps {
+  config: HubConfig;
+  store: TokenStore;
+  audit: AuditPublisher;
+  /** the user's admin flag and groups, from the auth actor; null when there is no such user */
+  lookupUser: (name: string) => Promise<UserFacts | null>;
+  /** tells every gateway that cached resolutions are stale: of one token, of one owner, or all */
+  announce: (change: 'token_revoked' | 'owner_changed', body: Record<string, unknown>) => void;
+}
+
+export const tokenId = (row: { id: number }) => `a${row.id}`;
+
+function parseTokenId(id: string): number | null {
+  const m = /^a([1-9][0-9]{0,15})$/.exec(id);
+  return m ? Number(m[1]) : null;
+}
+
+const ownerLabel = (o: Owner) => `${o.kind === 'user' ? 'User' : 'Service'} ${o.name}`;
+
+export function createTokenHandlers({ config, store, audit, lookupUser, announce }: TokensDeps) {
+  const book = roleBook(config);
+  const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
+  /** owner key → roles and expanded scopes; dropped when the owner changes */
+  const ownerCache = new Map<string, { roles: string[]; scopes: Set<string> } | null>();
+
+  const keyOf = (o: Owner) => `${o.kind}:${o.name}`;
+
+  async function ownerInfo(owner: Owner): Promise<{ roles: string[]; scopes: Set<string> } | null> {
+    const key = keyOf(owner);
+    if (ownerCache.has(key)) return ownerCache.get(key)!;
+    let roles: string[] | null = null;
+    if (owner.kind === 'service') {
+      const svc = services.get(owner.name);
+      roles = svc ? rolesOfService(book, svc) : null;
+    } else {
+      const facts = await lookupUser(owner.name);
+      roles = facts ? rolesOfUser(book, facts) : null;
+    }
+    const info = roles ? { roles, scopes: scopesOfRoles(book, roles, owner) } : null;
+    ownerCache.set(key, info);
+    return info;
+  }
+
+  function forgetOwner(owner: Owner): void {
+    ownerCache.delete(keyOf(owner));
+    announce('owner_changed', { kind: owner.kind, name: owner.name });
+  }
+
+  const rawScopes = (row: TokenRow): string[] => JSON.parse(row.scopes);
+  const isExpired = (row: TokenRow) => row.expires_at !== null && row.expires_at <= isoNow();
+
+  async function effectiveScopes(row: TokenRow): Promise<Set<string> | null> {
+    const owner: Owner = { kind: row.owner_kind, name: row.owner_name };
+    const info = await ownerInfo(owner);
+    return info ? effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes }) : null;
+  }
+
+  async function model(row: TokenRow) {
+    return {
+      id: tokenId(row),
+      owner: { kind: row.owner_kind, name: row.owner_name },
+      note: row.note,
+      scopes: [...((await effectiveScopes(row)) ?? [])].sort(),
+      created: row.created,
+      last_activity: row.last_activity ?? '',
+      expires_at: row.expires_at ?? '',
+      session_id: row.session_id ?? '',
+      oauth_client: row.oauth_client === 'hub' ? 'Hub' : row.oauth_client,
+    };
+  }
+
+  async function findByToken(token: string): Promise<TokenRow | undefined> {
+    for (const row of await store.byPrefix(tokenPrefix(token))) {
+      if (!isExpired(row) && verifySecret(token, row.hashed)) return row;
+    }
+    return undefined;
+  }
+
+  async function mustOwnerExist(owner: Owner): Promise<{ roles: string[]; scopes: Set<string> }> {
+    const info = await ownerInfo(owner);
+    if (!info) throw errors.notFound(`No such ${owner.kind}: ${owner.name}`, owner.kind === 'user' ? 'HUB_ERR_USER_NOT_FOUND' : 'HUB_ERR_SERVICE_NOT_FOUND');
+    return info;
+  }
+
+  /** Stores a token and returns its row id; the plaintext is not kept. */
+  async function register(owner: Owner, token: string, scopes: string[], note: string, opts: { rounds: number; source: string; expiresAt?: string | null }): Promise<number> {
+    return store.insert({
+      prefix: tokenPrefix(token), hashed: hashSecret(token, opts.rounds), owner_kind: owner.kind, owner_name: owner.name,
+      scopes: JSON.stringify(scopes), note, created: isoNow(), expires_at: opts.expiresAt ?? null, session_id: null,
+      oauth_client: 'hub', source: opts.source,
+    });
+  }
+
+  return {
+    ownerInfo,
+    findByToken,
+    register,
+
+    async resolveToken(r: { token: string }) {
+      const none = { found: false };
+      if (typeof r.token !== 'string' || r.token.length < 8 || r.token.length > 512) return none;
+      const row = await findByToken(r.token);
+      if (!row) return none;
+      const scopes = await effectiveScopes(row);
+      if (!scopes) return none; // its owner is gone
+      return {
+        found: true, owner: { kind: row.owner_kind, name: row.owner_name }, token_id: tokenId(row), scopes: [...scopes],
+        expires_at_ms: row.expires_at ? Date.parse(row.expires_at) : 0, session_id: row.session_id ?? '',
+      };
+    },
+
+    async ownerScopes(owner: Owner) {
+      const info = await mustOwnerExist(owner);
+      return { roles: info.roles, scopes: [...info.scopes] };
+    },
+
+    async createToken(r: {
+      owner: Owner; requester: Owner; note: string; expires_in: number; has_scopes: boolean; scopes: string[];
+      has_roles: boolean; roles: string[]; requester_scopes?: string[];
+    }) {
+      const owner = r.owner;
+      const info = await mustOwnerExist(owner);
+      if (r.has_scopes && r.has_roles) throw errors.badRequest('Can only assign one of scopes or roles when creating tokens.');
+      if (!Number.isFinite(r.expires_in) || r.expires_in < 0) throw errors.badRequest('expires_in must be a positive number of seconds, or 0 / null for no expiry');
+      let requested: string[];
+      if (r.has_roles) {
+        const unknown = r.roles.find((name) => !book.has(name));
+        if (unknown !== undefined) throw errors.badRequest(`No such role: ${unknown}`, 'HUB_ERR_ROLE_NOT_FOUND');
+        requested = r.roles.flatMap((name) => book.get(name)!.scopes);
+      } else if (r.has_scopes) {
+        const v = validateScopes(r.scopes);
+        if (!v.ok) throw errors.badRequest(v.reason, 'HUB_ERR_SCOPE_INVALID');
+        requested = [...r.scopes];
+      } else {
+        requested = [...book.get('token')!.scopes];
+      }
+      // Each requested scope must be held by the owner, and by the requester when someone else asks.
+      const holders: [Set<string>, string][] = [[info.scopes, ownerLabel(owner)]];
+      const byOther = r.requester.kind !== owner.kind || r.requester.name !== owner.name;
+      if (byOther) holders.push([new Set(r.requester_scopes ?? []), ownerLabel(r.requester)]);
+      for (const [held, label] of holders) {
+        const lacking = requested.filter((s) => s !== 'inherit' && missingScopes(expandScopes([s], owner), held).length > 0);
+        if (lacking.length) throw errors.badRequest(`Not assigning requested scopes ${lacking.join(', ')} not held by ${label}`, 'HUB_ERR_SCOPE_NOT_HELD');
+      }
+      if (byOther && requested.includes('inherit')) {
+        // "everything the owner has" would exceed what the requester may hand out: pin it to what both hold
+        const requesterHeld = new Set(r.requester_scopes ?? []);
+        requested = [...info.scopes].filter((s) => requesterHeld.has(s));
+      }
+      const token = newToken();
+      const note = r.note || `Requested via api${byOther ? ` by ${r.requester.kind} ${r.requester.name}` : ''}`;
+      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      const id = await register(owner, token, requested, note, { rounds: GENERATED_ROUNDS, source: 'api', expiresAt });
+      void audit.publish('token', 'create', { who: `${r.requester.kind}:${r.requester.name}`, what: `${owner.kind}:${owner.name}/a${id}`, outcome: 'ok', scopes: requested, expires_at: expiresAt });
+      return { model: await model((await store.byId(id))!), token };
+    },
+
+    async listTokens(owner: Owner) {
+      await mustOwnerExist(owner);
+      const now = isoNow();
+      const rows = (await store.byOwner(owner.kind, owner.name)).filter((row) => !(row.expires_at && row.expires_at <= now));
+      return { tokens: await Promise.all(rows.map(model)) };
+    },
+
+    async getToken(r: { owner: Owner; id: string }) {
+      return model(await mustFind(r.owner, r.id));
+    },
+
+    async deleteToken(r: { owner: Owner; id: string; by: string }) {
+      const row = await mustFind(r.owner, r.id);
+      await store.delete(row.id);
+      announce('token_revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
+      void audit.publish('token', 'delete', { who: r.by, what: `${row.owner_kind}:${row.owner_name}/${tokenId(row)}`, outcome: 'ok' });
+      return {};
+    },
+
+    /** Reacts to identity changes announced by the auth actor. */
+    async onUserEvent(change: string, body: { name: string; renamed_to?: string; users?: string[] }) {
+      if (change === 'deleted' && body.renamed_to) {
+        await store.renameOwner('user', body.name, body.renamed_to);
+        forgetOwner({ kind: 'user', name: body.name });
+        forgetOwner({ kind: 'user', name: body.renamed_to });
+      } else if (change === 'deleted') {
+        const ids = await store.deleteOwner('user', body.name);
+        if (ids.length) void audit.publish('token', 'delete', { who: 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
+        forgetOwner({ kind: 'user', name: body.name });
+      } else {
+        forgetOwner({ kind: 'user', name: body.name });
+      }
+    },
+
+    onGroupEvent(body: { users?: string[] }) {
+      for (const name of body.users ?? []) forgetOwner({ kind: 'user', name });
+    },
+
+    async purgeExpired(): Promise<void> {
+      const ids = await store.deleteExpired(isoNow());
+      for (const id of ids) announce('token_revoked', { token_id: `a${id}` });
+    },
+  };
+
+  async function mustFind(owner: Owner, id: string): Promise<TokenRow> {
+    const n = parseTokenId(id);
+    const row = n === null ? undefined : await store.byId(n);
+    if (!row || row.owner_kind !== owner.kind || row.owner_name !== owner.name || isExpired(row)) {
+      throw new HubError(404, 'HUB_ERR_TOKEN_NOT_FOUND', `No such token ${id.slice(0, 40)} for ${owner.kind} ${owner.name}`);
+    }
+    return row;
+  }
+}
+
+export type TokenHandlers = ReturnType<typeof createTokenHandlers>;
+export type { ScopeOwner };

@@ -1,0 +1,69 @@
+// Role assignment: which roles a user or service holds, from the default roles and `Hub.load_roles`.
+// Pure, so the tokens actor (which turns roles into scopes for every decision) and the gateway
+// (which shows role names in models) cannot disagree.
+import type { HubConfig } from './config.js';
+import { DEFAULT_ROLES, expandScopes, type RoleSpec, type ScopeOwner } from './scopes.js';
+
+export interface ConfiguredRole extends RoleSpec {
+  users: string[];
+  groups: string[];
+  services: string[];
+}
+
+export interface ServiceConfig {
+  name: string;
+  admin?: boolean;
+  url?: string;
+  api_token?: string;
+  display?: boolean;
+  oauth_no_confirm?: boolean;
+  command?: string | string[];
+  info?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** The default roles overlaid with configured ones (a configured role of the same name replaces its scopes, except admin's). */
+export function roleBook(config: HubConfig): Map<string, ConfiguredRole> {
+  const book = new Map<string, ConfiguredRole>(DEFAULT_ROLES.map((r) => [r.name, { ...r, scopes: [...r.scopes], users: [], groups: [], services: [] }]));
+  for (const raw of config.Hub.load_roles as Partial<ConfiguredRole>[]) {
+    const existing = book.get(raw.name!);
+    book.set(raw.name!, {
+      name: raw.name!,
+      description: raw.description ?? existing?.description ?? '',
+      scopes: raw.name === 'admin' ? existing!.scopes : [...(raw.scopes ?? existing?.scopes ?? [])],
+      users: [...(raw.users ?? [])],
+      groups: [...(raw.groups ?? [])],
+      services: [...(raw.services ?? [])],
+    });
+  }
+  return book;
+}
+
+export function configuredServices(config: HubConfig): ServiceConfig[] {
+  return config.Hub.services as ServiceConfig[];
+}
+
+export interface UserFacts { name: string; admin: boolean; groups: string[] }
+
+/** Role names of a user: `user` always, `admin` for admins, and configured roles naming them or their groups. */
+export function rolesOfUser(book: Map<string, ConfiguredRole>, user: UserFacts): string[] {
+  const roles = new Set(['user']);
+  if (user.admin) roles.add('admin');
+  for (const role of book.values()) {
+    if (role.users.includes(user.name) || role.groups.some((g) => user.groups.includes(g))) roles.add(role.name);
+  }
+  return [...roles];
+}
+
+/** Role names of a service: `admin` for admin services, and configured roles naming it. */
+export function rolesOfService(book: Map<string, ConfiguredRole>, service: ServiceConfig): string[] {
+  const roles = new Set<string>();
+  if (service.admin) roles.add('admin');
+  for (const role of book.values()) if (role.services.includes(service.name)) roles.add(role.name);
+  return [...roles];
+}
+
+/** The expanded scopes a set of roles gives its holder. */
+export function scopesOfRoles(book: Map<string, ConfiguredRole>, roles: string[], owner: ScopeOwner): Set<string> {
+  return expandScopes(roles.flatMap((r) => book.get(r)?.scopes ?? []), owner);
+}

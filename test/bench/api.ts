@@ -1,0 +1,257 @@
+// API benchmark: our hub against the established one (Debian's jupyterhub) on the same REST calls, with wrk.
+// Both hubs get 10,000 users, an admin token from their config and a token for one ordinary user; then
+// wrk measures a user lookup, whoami and a page of the user list. For our hub alone it also measures a
+// page's latency at 1,000 and at 100,000 users. BENCH_SECONDS sets each wrk run's duration (default 10).
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startHub, type HubUnderTest } from '../harness.js';
+import { jupyterhubInstalled, startJupyterHub, type JupyterHubUnderTest } from './jupyterhub.js';
+import { failures, wrk, type WrkResult } from './wrk.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WRK = { threads: 2, connections: 32, seconds: SECONDS };
+const USERS = 10_000;
+const BIG = 100_000;
+const BATCH = 1_000;
+const CREATE_LIMIT_MS = 20 * 60_000;
+const LOOKUP = 'user05000';
+const ORDINARY = 'user00001';
+const ADMIN = 'bench-admin';
+
+const userName = (i: number): string => `user${String(i).padStart(5, '0')}`;
+const pagePath = (users: number): string => `/hub/api/users?offset=${Math.min(5000, users - 50)}&limit=50`;
+const log = (line: string): void => console.log(`api: ${line}`);
+
+/** A hub being measured: where it answers, its tokens, and the media type that asks it for pagination. */
+interface Target {
+  label: string;
+  url: string;
+  admin: string;
+  user: string;
+  paginationType: string;
+}
+
+// ---- tools ----
+
+function onPath(bin: string): boolean {
+  return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
+}
+
+/** Installs a Debian package when running as root with apt-get; bounded in time. */
+function aptInstall(pkg: string): void {
+  if (process.getuid?.() !== 0 || !onPath('apt-get')) return;
+  log(`installing ${pkg} (apt-get)`);
+  const opts: SpawnSyncOptions = { stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
+  if (spawnSync('apt-get', ['install', '-y', pkg], opts).status === 0) return;
+  spawnSync('apt-get', ['update'], { ...opts, timeout: 120_000 });
+  spawnSync('apt-get', ['install', '-y', pkg], opts);
+}
+
+function ensureTools(): void {
+  if (!onPath('wrk')) aptInstall('wrk');
+  if (!onPath('wrk')) fail('wrk is missing: install it with `apt-get install -y wrk`');
+  if (!jupyterhubInstalled()) aptInstall('jupyterhub');
+  if (!jupyterhubInstalled()) fail("Debian's jupyterhub is missing: install it with `apt-get install -y jupyterhub`");
+}
+
+function fail(line: string): never {
+  console.error(`api bench: ${line}`);
+  process.exit(1);
+}
+
+// ---- REST calls ----
+
+async function call(url: string, token: string, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<{ status: number; json: any }> {
+  const r = await fetch(url + path, {
+    method,
+    headers: { Authorization: `token ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const text = await r.text();
+  let json: any;
+  try { json = JSON.parse(text); } catch { json = text.slice(0, 300); }
+  return { status: r.status, json };
+}
+
+/** Creates users with indices [from, to) in batches; returns users created per second. */
+async function createUsers(url: string, admin: string, from: number, to: number): Promise<number> {
+  const t0 = performance.now();
+  for (let i = from; i < to; i += BATCH) {
+    if (performance.now() - t0 > CREATE_LIMIT_MS) throw new Error(`creating users took more than ${CREATE_LIMIT_MS / 60_000} minutes`);
+    const usernames = Array.from({ length: Math.min(BATCH, to - i) }, (_, k) => userName(i + k));
+    const r = await call(url, admin, 'POST', '/hub/api/users', { usernames }, 180_000);
+    if (r.status !== 201) throw new Error(`POST /hub/api/users (${usernames[0]}…) answered ${r.status}: ${JSON.stringify(r.json).slice(0, 300)}`);
+  }
+  return (to - from) / ((performance.now() - t0) / 1000);
+}
+
+async function createToken(url: string, admin: string, name: string): Promise<string> {
+  const r = await call(url, admin, 'POST', `/hub/api/users/${name}/tokens`, {});
+  if (r.status !== 201 || typeof r.json?.token !== 'string') throw new Error(`POST /hub/api/users/${name}/tokens answered ${r.status}`);
+  return r.json.token;
+}
+
+// ---- measurements ----
+
+interface Case {
+  key: 'lookup' | 'whoami' | 'page';
+  title: string;
+  path: string;
+  asUser?: boolean;
+  paginated?: boolean;
+  /** checks the answer of one request before wrk repeats it */
+  check(json: any): boolean;
+}
+
+const pageCase = (users: number): Case => ({
+  key: 'page', title: `GET ${pagePath(users)}`, path: pagePath(users), paginated: true,
+  check: (j) => Array.isArray(j?.items) && j.items.length === 50 && typeof j._pagination === 'object',
+});
+
+const CASES: Case[] = [
+  { key: 'lookup', title: `GET /hub/api/users/${LOOKUP}`, path: `/hub/api/users/${LOOKUP}`, check: (j) => j?.name === LOOKUP },
+  { key: 'whoami', title: 'GET /hub/api/user (user token)', path: '/hub/api/user', asUser: true, check: (j) => j?.name === ORDINARY },
+  pageCase(USERS),
+];
+
+const problems: string[] = [];
+
+/** One wrk run of one case, after checking that a single request gets the right 200 answer. */
+async function measure(t: Target, c: Case): Promise<WrkResult> {
+  const headers: Record<string, string> = { Authorization: `token ${c.asUser ? t.user : t.admin}` };
+  if (c.paginated) headers.Accept = t.paginationType;
+  const r = await fetch(t.url + c.path, { headers, signal: AbortSignal.timeout(30_000) });
+  const text = await r.text();
+  let ok = r.status === 200;
+  try { ok &&= c.check(JSON.parse(text)); } catch { ok = false; }
+  if (!ok) throw new Error(`${t.label}: ${c.title} answered ${r.status} with an unexpected body: ${text.slice(0, 300)}`);
+  const res = await wrk(t.url + c.path, { ...WRK, headers });
+  const bad = failures(res);
+  if (bad > 0) {
+    const line = `${t.label}: ${c.title}: ${res.non2xx} error responses and ${bad - res.non2xx} socket errors out of ${res.requests}: THESE FIGURES ARE MEANINGLESS`;
+    console.log(`!!!!! ${line}`);
+    problems.push(line);
+  }
+  log(`${t.label.padEnd(10)} ${c.title.padEnd(44)} ${fmt(res)}`);
+  return res;
+}
+
+const fmt = (r: WrkResult): string =>
+  `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms`;
+
+function rssMB(pid: number | null | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+const newAdminToken = (): string => randomBytes(16).toString('hex');
+const ourConfig = (admin: string) => ({ Hub: { api_tokens: { [admin]: ADMIN } }, Authenticator: { admin_users: [ADMIN] } });
+
+// Anything started is stopped on Ctrl-C too.
+const running = new Set<() => Promise<unknown>>();
+async function withServer<S extends { stop(): Promise<unknown> }, T>(start: () => Promise<S>, use: (s: S) => Promise<T>): Promise<T> {
+  const server = await start();
+  const stop = () => server.stop();
+  running.add(stop);
+  try {
+    return await use(server);
+  } finally {
+    running.delete(stop);
+    await stop();
+  }
+}
+
+interface HubFigures { created: number; results: Partial<Record<Case['key'], WrkResult>>; rssBefore?: number; rssAfter?: number }
+
+/** Populates a hub (10,000 users, a user token) and runs every case against it. */
+async function benchTarget(label: string, url: string, admin: string, paginationType: string, rss?: () => number | undefined): Promise<HubFigures> {
+  log(`${label}: creating ${USERS} users`);
+  const created = await createUsers(url, admin, 0, USERS);
+  log(`${label}: ${created.toFixed(0)} users/s created`);
+  const t: Target = { label, url, admin, user: await createToken(url, admin, ORDINARY), paginationType };
+  const figures: HubFigures = { created, results: {}, rssBefore: rss?.() };
+  for (const c of CASES) figures.results[c.key] = await measure(t, c);
+  figures.rssAfter = rss?.();
+  return figures;
+}
+
+async function benchOurs(): Promise<HubFigures> {
+  const admin = newAdminToken();
+  return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), (hub) =>
+    benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', () => rssMB(hub.children().gateway)));
+}
+
+async function benchTheirs(): Promise<HubFigures> {
+  const admin = newAdminToken();
+  return withServer<JupyterHubUnderTest, HubFigures>(() => startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN] }), (hub) =>
+    benchTarget('jupyterhub', hub.url, admin, 'application/jupyterhub-pagination+json'));
+}
+
+/** Our hub alone: a page's latency with 1,000 users, then with 100,000. */
+async function benchTableSize(): Promise<{ small: WrkResult; big: WrkResult }> {
+  const admin = newAdminToken();
+  return withServer<HubUnderTest, { small: WrkResult; big: WrkResult }>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), async (hub) => {
+    const t: Target = { label: 'ours', url: hub.url, admin, user: '', paginationType: 'application/hub-pagination+json' };
+    await createUsers(hub.url, admin, 0, BATCH);
+    const small = await measure(t, pageCase(BATCH));
+    log(`ours: creating users up to ${BIG}`);
+    await createUsers(hub.url, admin, BATCH, BIG);
+    const big = await measure(t, pageCase(BIG));
+    return { small, big };
+  });
+}
+
+async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await f();
+  } catch (e) {
+    const lines = (e as Error).message.split('\n');
+    const line = `${what} failed: ${lines[0]}`;
+    console.log(`!!!!! ${[line, ...lines.slice(1, 30)].join('\n      ')}`);
+    problems.push(line);
+    return undefined;
+  }
+}
+
+export async function api(): Promise<void> {
+  ensureTools();
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      void Promise.allSettled([...running].map((s) => s())).then(() => process.exit(130));
+    });
+  }
+  log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run`);
+  const ours = await attempt('our hub', benchOurs);
+  const theirs = await attempt('jupyterhub', benchTheirs);
+  const sizes = await attempt('our hub at 1,000 and 100,000 users', benchTableSize);
+
+  const cell = (r?: WrkResult): string => (r ? fmt(r) : 'n/a'.padStart(48));
+  console.log(`\napi summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; ${USERS} users)`);
+  console.log(`  ${''.padEnd(44)} ${'ours'.padEnd(48)}   ${'jupyterhub'.padEnd(48)}   req/s ours/theirs`);
+  for (const c of CASES) {
+    const [a, b] = [ours?.results[c.key], theirs?.results[c.key]];
+    const ratio = a && b ? `${(a.reqPerSec / b.reqPerSec).toFixed(1)}x` : 'n/a';
+    console.log(`  ${c.title.padEnd(44)} ${cell(a)}   ${cell(b)}   ${ratio}`);
+  }
+  const mb = (x?: number): string => (x === undefined ? 'n/a' : `${x.toFixed(1)} MB`);
+  console.log(`  our gateway RSS: before the runs ${mb(ours?.rssBefore)}, after ${mb(ours?.rssAfter)}`);
+  console.log(`  users created: ours ${ours ? ours.created.toFixed(0) : 'n/a'}/s, jupyterhub ${theirs ? theirs.created.toFixed(0) : 'n/a'}/s`);
+  if (sizes) {
+    console.log(`  our page p50: ${sizes.small.p50.toFixed(2)} ms at ${BATCH} users (${pagePath(BATCH)}), ` +
+      `${sizes.big.p50.toFixed(2)} ms at ${BIG} users (${pagePath(BIG)}); ratio ${(sizes.big.p50 / sizes.small.p50).toFixed(2)}`);
+  } else {
+    console.log('  our page p50 at 1,000 / 100,000 users: n/a');
+  }
+  if (problems.length) {
+    console.log(`  PROBLEMS (${problems.length}):`);
+    for (const p of problems) console.log(`    ${p}`);
+    process.exitCode = 1;
+  }
+}

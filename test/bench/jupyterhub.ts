@@ -1,0 +1,113 @@
+// Starts and stops the established hub (Debian's `jupyterhub` package) for a benchmark: everything on
+// 127.0.0.1 and free ports, its database, cookie secret, proxy pid file and log in a temp dir.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, isAlive, sleep, waitFor } from '../harness.js';
+
+const PYTHON = '/usr/bin/python3';
+
+export interface JupyterHubUnderTest {
+  url: string;
+  dir: string;
+  pid: number;
+  /** the last part of its log */
+  logs(): string;
+  /** SIGTERM, SIGKILL after a bound; makes sure its proxy is gone; removes the temp dir. */
+  stop(): Promise<void>;
+}
+
+export interface JupyterHubOptions {
+  /** token -> user name (JupyterHub.api_tokens) */
+  apiTokens?: Record<string, string>;
+  adminUsers?: string[];
+  startTimeoutMs?: number;
+}
+
+/** Whether Debian's jupyterhub is installed (its Python package, as `python3 -m jupyterhub` runs it). */
+export const jupyterhubInstalled = (): boolean =>
+  existsSync('/usr/lib/python3/dist-packages/jupyterhub/__init__.py') && existsSync(PYTHON);
+
+const py = (s: string): string => JSON.stringify(s); // a JSON string of plain text is a valid Python literal
+
+export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTimeoutMs = 60_000 }: JupyterHubOptions = {}): Promise<JupyterHubUnderTest> {
+  const dir = mkdtempSync(join(tmpdir(), 'jupyterhub-bench-'));
+  const [port, hubPort, proxyApiPort] = [await freePort(), await freePort(), await freePort()];
+  const tokens = Object.entries(apiTokens).map(([t, u]) => `${py(t)}: ${py(u)}`).join(', ');
+  const config = [
+    `c.JupyterHub.bind_url = 'http://127.0.0.1:${port}'`,
+    `c.JupyterHub.hub_ip = '127.0.0.1'`,
+    `c.JupyterHub.hub_port = ${hubPort}`,
+    `c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:${proxyApiPort}'`,
+    `c.ConfigurableHTTPProxy.pid_file = ${py(join(dir, 'proxy.pid'))}`,
+    `c.JupyterHub.db_url = ${py(`sqlite:///${join(dir, 'jupyterhub.sqlite')}`)}`,
+    `c.JupyterHub.cookie_secret_file = ${py(join(dir, 'cookie_secret'))}`,
+    `c.JupyterHub.pid_file = ${py(join(dir, 'jupyterhub.pid'))}`,
+    // not a local (system-user) authenticator, so users can be created through the API
+    `c.JupyterHub.authenticator_class = 'jupyterhub.auth.DummyAuthenticator'`,
+    `c.JupyterHub.api_tokens = {${tokens}}`,
+    `c.Authenticator.admin_users = {${adminUsers.map(py).join(', ')}}`,
+    '',
+  ].join('\n');
+  const configFile = join(dir, 'jupyterhub_config.py');
+  writeFileSync(configFile, config, { mode: 0o600 });
+  const logFile = join(dir, 'jupyterhub.log');
+  const log = openSync(logFile, 'a');
+  const proc = spawn(PYTHON, ['-m', 'jupyterhub', '-f', configFile], {
+    cwd: dir,
+    detached: true, // its own process group, so a stop reaches anything it forked
+    stdio: ['ignore', log, log],
+    env: { ...process.env, NODE_PATH: '/usr/share/nodejs' },
+  });
+  closeSync(log);
+  const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));
+  const url = `http://127.0.0.1:${port}`;
+  const logs = (): string => {
+    try {
+      return readFileSync(logFile, 'utf8').slice(-5000);
+    } catch {
+      return '';
+    }
+  };
+  let proxyPid: number | undefined;
+  const readProxyPid = (): void => {
+    try {
+      proxyPid = Number(readFileSync(join(dir, 'proxy.pid'), 'utf8').trim()) || proxyPid;
+    } catch { /* not written yet, or already removed */ }
+  };
+  const hub: JupyterHubUnderTest = {
+    url, dir, pid: proc.pid!, logs,
+    async stop() {
+      readProxyPid();
+      if (proc.exitCode === null && proc.signalCode === null) {
+        try { process.kill(-proc.pid!, 'SIGTERM'); } catch { /* gone */ }
+        const timer = setTimeout(() => { try { process.kill(-proc.pid!, 'SIGKILL'); } catch { /* gone */ } }, 15_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      // the hub stops its proxy on a clean exit; the proxy runs in its own session, so check it by pid
+      if (proxyPid && isAlive(proxyPid)) {
+        process.kill(proxyPid, 'SIGTERM');
+        for (let i = 0; i < 50 && isAlive(proxyPid); i++) await sleep(100);
+        if (isAlive(proxyPid)) process.kill(proxyPid, 'SIGKILL');
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
+    await Promise.race([
+      waitFor('jupyterhub to answer GET /hub/api', async () => {
+        readProxyPid();
+        const r = await fetch(`${url}/hub/api`, { signal: AbortSignal.timeout(2000) });
+        return r.status === 200 ? true : undefined;
+      }, startTimeoutMs, 250),
+      exited.then(() => { throw new Error(`jupyterhub exited with ${proc.exitCode ?? proc.signalCode} while starting`); }),
+    ]);
+  } catch (e) {
+    const text = logs();
+    await hub.stop();
+    throw new Error(`${(e as Error).message}\n--- jupyterhub log ---\n${text}`);
+  }
+  return hub;
+}
