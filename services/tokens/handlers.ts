@@ -5,7 +5,7 @@ import type { AuditPublisher } from '../../shared/audit.js';
 import { errors, HubError } from '../../shared/errors.js';
 import { roleBook, rolesOfService, rolesOfUser, scopesOfRoles, configuredServices, type ServiceConfig, type UserFacts } from '../../shared/roles.js';
 import {
-  effectiveTokenScopes, expandScopes, missingScopes, validateScopes, type ScopeOwner,
+  effectiveTokenScopes, expandScopes, intersectScopes, missingScopes, validateScopes, type ScopeOwner,
 } from '../../shared/scopes.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix, verifySecret } from '../../shared/secrets.js';
 import { isoNow } from '../../shared/time.js';
@@ -158,10 +158,10 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
         const lacking = requested.filter((s) => s !== 'inherit' && missingScopes(expandScopes([s], owner), held).length > 0);
         if (lacking.length) throw errors.badRequest(`Not assigning requested scopes ${lacking.join(', ')} not held by ${label}`, 'HUB_ERR_SCOPE_NOT_HELD');
       }
-      if (byOther && requested.includes('inherit')) {
-        // "everything the owner has" would exceed what the requester may hand out: pin it to what both hold
-        const requesterHeld = new Set(r.requester_scopes ?? []);
-        requested = [...info.scopes].filter((s) => requesterHeld.has(s));
+      const requesterHeld = new Set(r.requester_scopes ?? []);
+      if (byOther && requested.includes('inherit') && missingScopes(info.scopes, requesterHeld).length > 0) {
+        // "everything the owner has" would exceed what this requester may hand out: pin it to what both hold
+        requested = [...intersectScopes(info.scopes, requesterHeld)];
       }
       const token = newToken();
       const note = r.note || `Requested via api${byOther ? ` by ${r.requester.kind} ${r.requester.name}` : ''}`;
