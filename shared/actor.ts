@@ -42,7 +42,12 @@ export function natsUrl(config: HubConfig): string {
   return config.Hub.nats_url || `nats://127.0.0.1:${config.Hub.nats_port}`;
 }
 
-export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => Promise<ActorParts>): Promise<void> {
+export interface ActorOptions {
+  /** names this replica's gRPC socket, when several replicas share a data dir */
+  grpcInstance?: (config: HubConfig) => string;
+}
+
+export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => Promise<ActorParts>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
   const log = createLogger(actor, config.Hub.log_level);
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
@@ -67,7 +72,8 @@ export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => P
     actor, instance, pid: process.pid, uptime_seconds: (Date.now() - startedAt) / 1000, version: HUB_VERSION,
     details: parts.details?.() ?? {},
   });
-  const grpcServer = await serveGrpc(actor, grpcSocketPath(config.Hub.data_dir, actor), { Ping: ping, ...parts.grpc }, log);
+  const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
+  const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc }, log);
   const natsService = await serveNats(nc, actor, HUB_VERSION, { ping, ...parts.nats }, log);
 
   let stopping: Promise<void> | undefined;

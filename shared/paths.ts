@@ -30,8 +30,9 @@ export function runDir(dataDir: string): string {
   return join(dataDir, 'run');
 }
 
-export function grpcSocketPath(dataDir: string, actor: string): string {
-  return join(runDir(dataDir), `${actor}.sock`);
+/** `instance` tells apart replicas of one actor on the same data dir (gateways: their port). */
+export function grpcSocketPath(dataDir: string, actor: string, instance = ''): string {
+  return join(runDir(dataDir), `${actor}${instance ? `-${instance}` : ''}.sock`);
 }
 
 export const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'] as const;

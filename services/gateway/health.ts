@@ -8,9 +8,10 @@ export interface HealthReport {
   missing: string[];
 }
 
-export function createHealthChecker(dataDir: string, timeoutMs: number) {
+/** `gatewayInstance`: this gateway's own socket name; it checks its own gRPC service like the others. */
+export function createHealthChecker(dataDir: string, timeoutMs: number, gatewayInstance: string) {
   const clients = new Map<string, GrpcClient>(
-    ACTORS.map((a) => [a, createGrpcClient(a, grpcSocketPath(dataDir, a), timeoutMs)]));
+    ACTORS.map((a) => [a, createGrpcClient(a, grpcSocketPath(dataDir, a, a === 'gateway' ? gatewayInstance : ''), timeoutMs)]));
   return {
     async check(): Promise<HealthReport> {
       const results = await Promise.all([...clients].map(async ([actor, client]) => {

@@ -12,9 +12,13 @@ import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { UWS_BUILD } from './http.js';
 
+/** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
+const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
+
 await runActor('gateway', async (ctx) => {
   if (UWS_BUILD !== 'native') throw new Error('uWebSockets.js native binary did not load (fallback shim in use): reinstall with `npm ci` on Node 20');
-  const { ip, port, data_dir: dataDir } = ctx.config.Hub;
+  const { ip, data_dir: dataDir } = ctx.config.Hub;
+  const port = portOf(ctx.config.Hub.port);
   const maxAgeMs = ctx.config.Hub.cache_max_age * 1000;
   const auth = createGrpcClient('auth', grpcSocketPath(dataDir, 'auth'), ctx.rpcTimeoutMs);
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
@@ -34,7 +38,7 @@ await runActor('gateway', async (ctx) => {
     config: ctx.config, auth, tokens, users, identities, book: roleBook(ctx.config),
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   });
-  const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000);
+  const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
@@ -49,4 +53,4 @@ await runActor('gateway', async (ctx) => {
       tokens.close();
     },
   };
-});
+}, { grpcInstance: (config) => String(portOf(config.Hub.port)) });

@@ -202,7 +202,7 @@ async function benchTableSize(): Promise<{ small: WrkResult; big: WrkResult }> {
     await createUsers(hub.url, admin, 0, BATCH);
     const small = await measure(t, pageCase(BATCH));
     log(`ours: creating users up to ${BIG}`);
-    await createUsers(hub.url, admin, BATCH, BIG);
+    log(`ours: ${(await createUsers(hub.url, admin, BATCH, BIG)).toFixed(0)} users/s created`);
     const big = await measure(t, pageCase(BIG));
     return { small, big };
   });
