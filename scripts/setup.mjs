@@ -78,6 +78,7 @@ function build() {
     statSync(join(root, 'tsconfig.json')).mtimeMs,
     newestMtime(join(root, 'services')),
     newestMtime(join(root, 'shared')),
+    newestMtime(join(root, 'singleuser')),
   );
   const stamp = join(root, 'dist', '.build-stamp');
   if (existsSync(stamp) && statSync(stamp).mtimeMs >= sources) return;

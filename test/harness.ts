@@ -61,18 +61,20 @@ export interface HubUnderTest {
   children(): Record<string, number | null>;
   logs(): string;
   /** SIGTERM to the supervisor; resolves with how it exited, after checking nothing is left running. */
-  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null; leftovers: number[] }>;
+  stop(options?: { keepDataDir?: boolean }): Promise<{ code: number | null; signal: NodeJS.Signals | null; leftovers: number[] }>;
 }
 
 export interface StartOptions {
   config?: Record<string, Record<string, unknown>>;
   healthTimeoutMs?: number;
+  /** reuse the data dir (and ports) of a hub stopped with `stop({ keepDataDir: true })` */
+  reuse?: { dataDir: string; port: number; natsPort: number };
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 20_000 }: StartOptions = {}): Promise<HubUnderTest> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'hub-test-'));
-  const port = await freePort();
-  const natsPort = await freePort();
+export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse }: StartOptions = {}): Promise<HubUnderTest> {
+  const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
+  const port = reuse?.port ?? await freePort();
+  const natsPort = reuse?.natsPort ?? await freePort();
   const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
@@ -91,7 +93,7 @@ export async function startHub({ config = {}, healthTimeoutMs = 20_000 }: StartO
   let seen: number[] = [];
   const hub: HubUnderTest = {
     url, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
-    async stop() {
+    async stop({ keepDataDir = false } = {}) {
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
@@ -99,7 +101,7 @@ export async function startHub({ config = {}, healthTimeoutMs = 20_000 }: StartO
       clearTimeout(timer);
       const leftovers = seen.filter(isAlive);
       for (const pid of leftovers) process.kill(pid, 'SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!keepDataDir) rmSync(dataDir, { recursive: true, force: true });
       return { ...result, leftovers };
     },
   };

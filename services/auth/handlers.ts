@@ -37,6 +37,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
     const batch = new Map(pendingActivity);
     pendingActivity.clear();
     await store.transaction(() => store.recordActivity(batch));
+    for (const name of batch.keys()) announce('user', 'activity', { name }); // cached user models are stale now
   }
 
   function latest(name: string, stored: string | null): string {
@@ -92,8 +93,8 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
       return { users: await userModels(r.names.map((n) => byName.get(n)).filter((x): x is UserRow => !!x)) };
     },
 
-    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[] }) {
-      const { rows, total } = await store.listUsers(r.offset, r.limit, r.restricted ? { names: r.names, groups: r.groups } : undefined);
+    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[]; exclude_names: string[] }) {
+      const { rows, total } = await store.listUsers(r.offset, r.limit, r.restricted ? { names: r.names, groups: r.groups } : undefined, r.exclude_names);
       return { users: await userModels(rows), total };
     },
 

@@ -63,13 +63,23 @@ export class AuthStore {
     return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);
   }
 
-  async listUsers(offset: number, limit: number, only?: Restriction): Promise<{ rows: UserRow[]; total: number }> {
-    if (!only) {
+  /** `only`: named users and members of named groups; `exclude`: names left out (a small set, e.g. users with servers). */
+  async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = []): Promise<{ rows: UserRow[]; total: number }> {
+    if (!only && !exclude.length) {
       const rows = await this.db.all<UserRow>('SELECT * FROM users ORDER BY id LIMIT ? OFFSET ?', [limit, offset]);
       return { rows, total: this.userCount };
     }
-    const where = `name IN (${placeholders(only.names.length)}) OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE g.name IN (${placeholders(only.groups.length)}))`;
-    const params = [...only.names, ...only.groups];
+    const conditions: string[] = [];
+    const params: string[] = [];
+    if (only) {
+      conditions.push(`(name IN (${placeholders(only.names.length)}) OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE g.name IN (${placeholders(only.groups.length)})))`);
+      params.push(...only.names, ...only.groups);
+    }
+    if (exclude.length) {
+      conditions.push(`name NOT IN (${placeholders(exclude.length)})`);
+      params.push(...exclude);
+    }
+    const where = conditions.join(' AND ');
     const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id LIMIT ? OFFSET ?`, [...params, limit, offset]);
     const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
     return { rows, total };

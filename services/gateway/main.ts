@@ -10,6 +10,7 @@ import { createApp } from './app.js';
 import { createIdentityCache, createUserCache } from './caches.js';
 import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
+import { createServerMirror } from './servers.js';
 import { UWS_BUILD } from './http.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
@@ -22,6 +23,8 @@ await runActor('gateway', async (ctx) => {
   const maxAgeMs = ctx.config.Hub.cache_max_age * 1000;
   const auth = createGrpcClient('auth', grpcSocketPath(dataDir, 'auth'), ctx.rpcTimeoutMs);
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
+  const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
+  const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
 
@@ -35,7 +38,7 @@ await runActor('gateway', async (ctx) => {
   });
 
   const api = createApi({
-    config: ctx.config, auth, tokens, users, identities, book: roleBook(ctx.config),
+    config: ctx.config, auth, tokens, users, identities, spawner, servers, nc: ctx.nc, book: roleBook(ctx.config),
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   });
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
@@ -51,6 +54,8 @@ await runActor('gateway', async (ctx) => {
       health.close();
       auth.close();
       tokens.close();
+      spawner.close();
+      servers.stop();
     },
   };
 }, { grpcInstance: (config) => String(portOf(config.Hub.port)) });

@@ -171,6 +171,16 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       return { model: await model((await store.byId(id))!), token };
     },
 
+    async issueServerToken(r: { user: string; server_name: string; url: string }) {
+      const owner: Owner = { kind: 'user', name: r.user };
+      await mustOwnerExist(owner);
+      const token = newToken();
+      const scopes = ['users:activity!user', `access:servers!server=${r.user}/${r.server_name}`];
+      const id = await register(owner, token, scopes, `Server at ${r.url}`, { rounds: GENERATED_ROUNDS, source: 'server' });
+      void audit.publish('token', 'create', { who: 'actor:spawner', what: `user:${r.user}/a${id}`, outcome: 'ok', scopes, server: r.server_name });
+      return { model: await model((await store.byId(id))!), token };
+    },
+
     async listTokens(owner: Owner) {
       await mustOwnerExist(owner);
       const now = isoNow();

@@ -42,7 +42,7 @@ await runActor('tokens', async (ctx) => {
   return {
     grpc: {
       ResolveToken: h.resolveToken, OwnerScopes: h.ownerScopes, CreateToken: h.createToken,
-      ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken,
+      ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
     },
     close: async () => {
       clearInterval(purge);

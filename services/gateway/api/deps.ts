@@ -5,6 +5,8 @@ import type { GrpcClient } from '../../../shared/grpc.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import type { Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
+import type { ServerMirror } from '../servers.js';
+import type { NatsConnection } from '../../../shared/nats.js';
 import type { ApiRequest } from './router.js';
 
 export interface ApiDeps {
@@ -14,6 +16,10 @@ export interface ApiDeps {
   users: UserCache;
   /** forgotten at once by the gateway that made a change; other gateways learn it from the event */
   identities: IdentityCache;
+  spawner: GrpcClient;
+  /** the spawner's registry, as this gateway last heard it */
+  servers: ServerMirror;
+  nc: NatsConnection;
   book: Map<string, ConfiguredRole>;
   services: Map<string, ServiceConfig>;
 }

@@ -7,7 +7,7 @@ import { serviceModel, userModel } from './models.js';
 import type { Route } from './router.js';
 
 export function hubRoutes(deps: ApiDeps): Route[] {
-  const { config, users, book, services } = deps;
+  const { config, users, book, services, servers } = deps;
   return [
     {
       method: 'GET', path: '/', access: 'none',
@@ -37,7 +37,7 @@ export function hubRoutes(deps: ApiDeps): Route[] {
         }
         const user = await users.get(id.owner.name);
         if (!user) throw errors.forbidden();
-        req.reply.json(200, { ...userModel(held, user, book), ...extra });
+        req.reply.json(200, { ...userModel(held, user, book, servers.of(user.name)), ...extra });
       },
     },
     {

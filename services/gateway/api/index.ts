@@ -3,6 +3,7 @@ import { errors } from '../../../shared/errors.js';
 import type { Reply, RequestInfo } from '../http.js';
 import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
+import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
 import { apiSegments, authorize, compileRoutes, findRoute } from './router.js';
 import { tokenRoutes } from './tokens.js';
@@ -19,7 +20,7 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
 
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
-  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps)]);
+  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps)]);
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);

@@ -1,7 +1,8 @@
 // The JSON models of the API, cut down to what the requester's scopes reveal (reference §5).
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
-import { groupModelFields, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
+import { groupModelFields, hasScope, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
+import { isActive, serverModel, type ServerRecord } from '../../../shared/servers.js';
 import type { UserRecord } from '../caches.js';
 
 const orNull = (s: string | undefined) => (s ? s : null);
@@ -13,21 +14,27 @@ function pick<T extends Record<string, unknown>>(full: T, keys: Set<string>): Pa
 }
 
 /** The user model; null when the requester may see nothing of this user (skipped in lists). */
-export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, extraKeys: string[] = []): Record<string, unknown> | null {
+export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[]): Record<string, unknown> | null {
   const keys = userModelFields(held, user) as Set<string>;
-  for (const k of extraKeys) keys.add(k);
   if (!keys.size) return null;
+  const active = records.filter(isActive);
+  const servers: Record<string, unknown> = {};
+  // each server is shown only to a requester who may read that server
+  for (const r of active) {
+    if (hasScope(held, 'read:servers', { kind: 'server', user: user.name, name: r.name, groups: user.groups })) servers[r.name] = serverModel(r);
+  }
+  const dflt = active.find((r) => r.name === '');
   return pick({
     kind: 'user',
     name: user.name,
     admin: user.admin,
     roles: rolesOfUser(book, user),
     groups: user.groups,
-    server: null,       // the default server's URL when it is ready; servers come with the spawner
-    pending: null,
+    server: dflt?.state === 'running' ? dflt.url : null,
+    pending: dflt?.state === 'spawn' ? 'spawn' : dflt?.state === 'stop' ? 'stop' : null,
     created: user.created,
     last_activity: orNull(user.last_activity),
-    servers: {},
+    servers,
     auth_state: null,
     user_info: null,
   }, keys);

@@ -7,9 +7,12 @@ import { userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
 import { parseTimestamp } from '../../../shared/time.js';
+import { encodeJson } from '../../../shared/nats.js';
+import { subjects } from '../../../shared/subjects.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
-  const { config, auth, users, book, identities } = deps;
+  const { config, auth, users, book, identities, servers, spawner, nc } = deps;
+  const model = (held: ReadonlySet<string>, u: UserRecord) => userModel(held, u, book, servers.of(u.name));
   const resource = userResource(deps);
   const adminScopes = expandScopes(book.get('admin')!.scopes);
 
@@ -27,7 +30,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
 
   function respondUser(req: ApiRequest, status: number, user: UserRecord): void {
     users.remember(user);
-    req.reply.json(status, userModel(req.held, user, book) ?? { kind: 'user', name: user.name });
+    req.reply.json(status, model(req.held, user) ?? { kind: 'user', name: user.name });
   }
 
   return [
@@ -42,13 +45,17 @@ export function userRoutes(deps: ApiDeps): Route[] {
         const state = req.query.get('state');
         if (state !== null && !['active', 'ready', 'inactive'].includes(state)) throw errors.badRequest(`Unrecognized state filter: ${JSON.stringify(state.slice(0, 40))}`);
         const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
-        // No user has a server yet (the spawner owns servers): active and ready are empty, inactive is everyone.
-        const restricted = filter !== 'all' || state === 'active' || state === 'ready';
+        const withServers = state === 'ready' ? servers.usersWith((r) => r.state === 'running') : servers.usersWith(servers.isActive);
+        // The state filter is applied in the query when the scope filter allows it, else after (a page may then be short).
+        const byState = state !== null && filter === 'all';
         const r = await auth.call<{ users: UserRecord[]; total: number }>('ListUsers', {
-          offset: page.offset, limit: page.limit, restricted,
-          names: filter === 'all' ? [] : [...filter.users], groups: filter === 'all' ? [] : [...filter.groups],
+          offset: page.offset, limit: page.limit, restricted: filter !== 'all' || (byState && state !== 'inactive'),
+          names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
+          groups: filter === 'all' ? [] : [...filter.groups],
+          exclude_names: byState && state === 'inactive' ? withServers : [],
         });
-        const items = r.users.map((u) => { users.remember(u); return userModel(req.held, u, book); }).filter(Boolean);
+        const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
+        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
     },
@@ -63,14 +70,14 @@ export function userRoutes(deps: ApiDeps): Route[] {
         if (!names.length) throw errors.badRequest('Must specify at least one user to create');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
         const r = await auth.call<{ users: UserRecord[] }>('CreateUsers', { names, admin: Boolean(body.admin), by: req.who });
-        req.reply.json(201, r.users.map((u) => { users.remember(u); return userModel(req.held, u, book); }));
+        req.reply.json(201, r.users.map((u) => { users.remember(u); return model(req.held, u); }));
       },
     },
     {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, userModel(req.held, user, book));
+        req.reply.json(200, model(req.held, user));
       },
     },
     {
@@ -106,6 +113,14 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'DELETE', path: '/users/:name', access: ['delete:users'], resource,
       async handle(req) {
         if (req.identity?.owner.kind === 'user' && req.identity.owner.name === req.params.name) throw errors.badRequest('Cannot delete yourself!');
+        await mustGet(req.params.name);
+        // servers first: a user is never deleted from under a running server
+        try {
+          await spawner.call('StopUserServers', { user: req.params.name, by: req.who }, (config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000);
+        } catch (e) {
+          if ((e as { status?: number }).status === 504) throw errors.badRequest(`${req.params.name}'s server is in the process of stopping, please wait.`);
+          throw e;
+        }
         await auth.call('DeleteUser', { name: req.params.name, by: req.who });
         users.forget(req.params.name);
         identities.forgetOwner({ kind: 'user', name: req.params.name });
@@ -125,9 +140,15 @@ export function userRoutes(deps: ApiDeps): Route[] {
           if (!isPlainObject(body.servers) || !Object.values(body.servers).every((v) => isPlainObject(v) && v.last_activity !== undefined)) {
             throw errors.badRequest('servers must be a dict of the form {server_name: {last_activity: timestamp}}');
           }
-          const unknown = Object.keys(body.servers)[0];
-          // The user has no servers until the spawner starts one.
-          if (unknown !== undefined) throw errors.badRequest(`No such server '${unknown.slice(0, 60)}' for user ${req.params.name}`);
+          const reported: Record<string, string> = {};
+          for (const [name, entry] of Object.entries(body.servers as Record<string, { last_activity: unknown }>)) {
+            const r = servers.get(req.params.name, name);
+            if (!r || !servers.isActive(r)) throw errors.badRequest(`No such server '${name.slice(0, 60)}' for user ${req.params.name}`);
+            reported[name] = checkTime(entry.last_activity);
+          }
+          times.push(...Object.values(reported));
+          // validated in full before anything is written; the spawner buffers and writes in batches
+          if (Object.keys(reported).length) nc.publish(subjects.command('spawner', 'activity'), encodeJson({ user: req.params.name, servers: reported }));
         }
         const latest = times.sort().at(-1)!;
         await auth.call('RecordActivity', { name: req.params.name, last_activity: latest });

@@ -1,0 +1,85 @@
+// Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
+// bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
+
+export const SERVERS_BUCKET = 'hub_servers';
+
+export interface ProgressEvent {
+  progress: number;
+  message: string;
+  html_message?: string;
+  ready?: boolean;
+  failed?: boolean;
+  url?: string;
+}
+
+/** `spawn` starting, `running` serving, `stop` stopping, `failed` last start failed (shown to progress only). */
+export type ServerState = 'spawn' | 'running' | 'stop' | 'failed';
+
+export interface ServerRecord {
+  user: string;
+  name: string;
+  state: ServerState;
+  url: string;
+  target: string;
+  port: number;
+  pid: number;
+  /** process start time from /proc, so a re-used pid is never mistaken for our server */
+  pid_start: string;
+  started: string;
+  last_activity: string;
+  user_options: Record<string, unknown>;
+  instance: string;
+  token_id: string;
+  progress: ProgressEvent[];
+}
+
+/** KV keys allow only [-/_=.a-zA-Z0-9]: names are encoded. */
+export function serverKey(user: string, name: string): string {
+  return `s.${Buffer.from(JSON.stringify([user, name])).toString('base64url')}`;
+}
+
+export function parseServerKey(key: string): { user: string; name: string } | null {
+  try {
+    const [user, name] = JSON.parse(Buffer.from(key.slice(2), 'base64url').toString());
+    return typeof user === 'string' && typeof name === 'string' ? { user, name } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Percent-encodes all but unreserved characters and `@~`, as the established hub escapes names in URLs. */
+export function escapeName(name: string): string {
+  return encodeURIComponent(name).replace(/%40/g, '@').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+export function serverUrl(user: string, name: string): string {
+  return name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`;
+}
+
+export function progressUrl(user: string, name: string): string {
+  return name ? `/hub/api/users/${escapeName(user)}/servers/${escapeName(name)}/progress` : `/hub/api/users/${escapeName(user)}/server/progress`;
+}
+
+export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';
+
+/** The server model of the API (seed "Server model", reference §5.2). */
+export function serverModel(r: ServerRecord): Record<string, unknown> {
+  const ready = r.state === 'running';
+  return {
+    name: r.name,
+    full_name: `${r.user}/${r.name}`,
+    ready,
+    pending: r.state === 'spawn' ? 'spawn' : r.state === 'stop' ? 'stop' : null,
+    stopped: !isActive(r),
+    url: r.url,
+    progress_url: progressUrl(r.user, r.name),
+    started: r.started || null,
+    last_activity: r.last_activity || null,
+    user_options: r.user_options,
+  };
+}
+
+/** Server names: 1–30 lowercase letters, digits and single hyphens, starting with a letter (reference §2.5). */
+export function invalidServerNameReason(name: string): string | null {
+  return /^[a-z](?:[a-z0-9]|-(?!-)){0,28}[a-z0-9]$|^[a-z]$/.test(name) ? null : 'server names are 1 to 30 lowercase letters, digits and single hyphens, starting with a letter and ending with a letter or digit';
+}

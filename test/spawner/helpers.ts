@@ -1,0 +1,48 @@
+// Reading what the spawner recorded, and following a progress stream, for spawner tests.
+import { connect } from 'nats';
+import { fileURLToPath } from 'node:url';
+import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
+
+export const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
+
+/** The registry entry of a server, straight from the KV bucket (null when absent). */
+export async function serverRecord(natsUrl: string, user: string, name = ''): Promise<ServerRecord | null> {
+  const nc = await connect({ servers: natsUrl });
+  try {
+    const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
+    const e = await kv.get(serverKey(user, name));
+    return e && e.operation === 'PUT' ? JSON.parse(new TextDecoder().decode(e.value)) : null;
+  } finally {
+    await nc.close();
+  }
+}
+
+export interface Stream { events: any[]; lines: string[]; ended: boolean; arrivals: number[] }
+
+/** Reads an SSE stream until it ends or `timeoutMs` passes; returns the parsed `data:` events. */
+export async function readProgress(url: string, token: string, timeoutMs = 15_000): Promise<Stream & { status: number; contentType: string }> {
+  const r = await fetch(url, { headers: { authorization: `token ${token}` }, signal: AbortSignal.timeout(timeoutMs) });
+  const out: Stream = { events: [], lines: [], ended: false, arrivals: [] };
+  if (r.status !== 200 || !r.body) return { ...out, status: r.status, contentType: r.headers.get('content-type') ?? '' };
+  const decoder = new TextDecoder();
+  let buffered = '';
+  try {
+    for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let i: number;
+      while ((i = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, i);
+        buffered = buffered.slice(i + 1);
+        out.lines.push(line);
+        if (line.startsWith('data:')) {
+          out.events.push(JSON.parse(line.slice(5)));
+          out.arrivals.push(Date.now());
+        }
+      }
+    }
+    out.ended = true;
+  } catch {
+    // timed out: `ended` stays false
+  }
+  return { ...out, status: r.status, contentType: r.headers.get('content-type') ?? '' };
+}
