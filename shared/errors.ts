@@ -23,8 +23,9 @@ export class HubError extends Error {
     this.headers = options.headers ?? {};
   }
 
-  toJSON(): { status: number; code: string; message: string; retryable: boolean } {
-    return { status: this.status, code: this.code, message: this.message, retryable: this.retryable };
+  toJSON(): { status: number; code: string; message: string; retryable: boolean; headers?: Record<string, string> } {
+    const headers = Object.keys(this.headers).length ? this.headers : undefined;
+    return { status: this.status, code: this.code, message: this.message, retryable: this.retryable, headers };
   }
 }
 
@@ -90,7 +91,7 @@ export function fromGrpcStatus(e: { code?: number; details?: string }, what: str
   try {
     const body = JSON.parse(e.details ?? '');
     if (typeof body?.status === 'number' && typeof body.code === 'string') {
-      return new HubError(body.status, body.code, String(body.message), { retryable: Boolean(body.retryable) });
+      return new HubError(body.status, body.code, String(body.message), { retryable: Boolean(body.retryable), headers: body.headers });
     }
   } catch {
     // not one of ours: fall through to the transport-level mapping
