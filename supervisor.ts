@@ -28,13 +28,13 @@ const PROCESSES_FILE = 'processes.json';
 
 /**
  * V8 flags per actor. Every actor is its own Node process (~40 MB before any code), so actors off the
- * request path trade peak speed for memory (lite mode: no optimising compiler); the gateway and the
- * tokens actor keep the full JIT. Small young generations keep idle RSS down.
+ * request path trade peak speed for memory (lite mode: no optimising compiler); the gateway, tokens and
+ * auth (which serves list pages) keep the full JIT. Small young generations keep idle RSS down.
  */
 const ACTOR_NODE_FLAGS: Record<string, string[]> = {
   gateway: ['--max-semi-space-size=8'],
   tokens: ['--max-semi-space-size=2'],
-  auth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+  auth: ['--max-semi-space-size=2'],
   oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
   spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
   'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],

@@ -30,16 +30,32 @@ export interface Restriction { names: string[]; groups: string[] }
 
 const placeholders = (n: number) => Array(n).fill('?').join(',');
 
+/** First index in sorted `ids` whose value is >= id. */
+function lowerBound(ids: number[], id: number): number {
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ids[mid] < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 export class AuthStore {
-  private userCount = 0;
+  /**
+   * Every user id in order, so a page at any offset starts with an index seek (O(limit)), never an
+   * OFFSET scan; its length is the total. Changes made inside a transaction apply when it commits.
+   */
+  private userIds: number[] = [];
   private groupCount = 0;
+  private staged: { addUsers: number[]; removeUsers: number[]; groups: number } | null = null;
 
   private constructor(private readonly db: Store) {}
 
   static async open(path: string): Promise<AuthStore> {
     const s = new AuthStore(await Store.open(path, MIGRATIONS));
-    // Totals are kept in memory so a page costs O(limit), not a count over the whole table.
-    s.userCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM users'))!.n;
+    s.userIds = (await s.db.all<{ id: number }>('SELECT id FROM users ORDER BY id')).map((r) => r.id);
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     return s;
   }
@@ -48,8 +64,28 @@ export class AuthStore {
     return this.db.close();
   }
 
-  transaction<T>(work: () => Promise<T>): Promise<T> {
-    return this.db.transaction(work);
+  async transaction<T>(work: () => Promise<T>): Promise<T> {
+    let staged = { addUsers: [] as number[], removeUsers: [] as number[], groups: 0 };
+    const result = await this.db.transaction(async () => {
+      staged = this.staged = { addUsers: [], removeUsers: [], groups: 0 };
+      try {
+        return await work();
+      } finally {
+        this.staged = null;
+      }
+    });
+    for (const id of staged.addUsers) this.userIds.splice(lowerBound(this.userIds, id), 0, id);
+    for (const id of staged.removeUsers) {
+      const i = lowerBound(this.userIds, id);
+      if (this.userIds[i] === id) this.userIds.splice(i, 1);
+    }
+    this.groupCount += staged.groups;
+    return result;
+  }
+
+  private stage(): { addUsers: number[]; removeUsers: number[]; groups: number } {
+    if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
+    return this.staged;
   }
 
   // ---- users ----
@@ -66,8 +102,9 @@ export class AuthStore {
   /** `only`: named users and members of named groups; `exclude`: names left out (a small set, e.g. users with servers). */
   async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = []): Promise<{ rows: UserRow[]; total: number }> {
     if (!only && !exclude.length) {
-      const rows = await this.db.all<UserRow>('SELECT * FROM users ORDER BY id LIMIT ? OFFSET ?', [limit, offset]);
-      return { rows, total: this.userCount };
+      if (offset >= this.userIds.length) return { rows: [], total: this.userIds.length };
+      const rows = await this.db.all<UserRow>('SELECT * FROM users WHERE id >= ? ORDER BY id LIMIT ?', [this.userIds[offset], limit]);
+      return { rows, total: this.userIds.length };
     }
     const conditions: string[] = [];
     const params: string[] = [];
@@ -96,8 +133,9 @@ export class AuthStore {
   }
 
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
-    await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    this.userCount++;
+    const staged = this.stage();
+    const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
+    staged.addUsers.push(lastID);
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
@@ -106,9 +144,12 @@ export class AuthStore {
   }
 
   async deleteUser(name: string): Promise<boolean> {
-    const { changes } = await this.db.run('DELETE FROM users WHERE name = ?', [name]);
-    this.userCount -= changes;
-    return changes > 0;
+    const staged = this.stage();
+    const row = await this.getUser(name);
+    if (!row) return false;
+    await this.db.run('DELETE FROM users WHERE id = ?', [row.id]);
+    staged.removeUsers.push(row.id);
+    return true;
   }
 
   /** Activity only moves forward. */
@@ -144,14 +185,16 @@ export class AuthStore {
   }
 
   async insertGroup(name: string): Promise<number> {
+    const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO groups (name) VALUES (?)', [name]);
-    this.groupCount++;
+    staged.groups++;
     return lastID;
   }
 
   async deleteGroup(id: number): Promise<void> {
+    const staged = this.stage();
     const { changes } = await this.db.run('DELETE FROM groups WHERE id = ?', [id]);
-    this.groupCount -= changes;
+    staged.groups -= changes;
   }
 
   async addMembers(groupId: number, userNames: string[]): Promise<void> {

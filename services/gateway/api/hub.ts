@@ -8,6 +8,16 @@ import type { Route } from './router.js';
 
 export function hubRoutes(deps: ApiDeps): Route[] {
   const { config, users, book, services, servers } = deps;
+  /**
+   * whoami is what every single-user server and service asks on each cache miss: its scope set (with
+   * the identify scopes) and the sorted list are computed once per cached identity, not per request.
+   */
+  const whoamiScopes = new WeakMap<ReadonlySet<string>, { held: Set<string>; sorted: string[] }>();
+  const forWhoami = (held: ReadonlySet<string>, owner: { kind: 'user' | 'service'; name: string }) => {
+    let w = whoamiScopes.get(held);
+    if (!w) whoamiScopes.set(held, (w = { held: new Set([...held, ...expandScopes(identifyScopes(owner), owner)]), sorted: [...held].sort() }));
+    return w;
+  };
   return [
     {
       method: 'GET', path: '/', access: 'none',
@@ -27,8 +37,8 @@ export function hubRoutes(deps: ApiDeps): Route[] {
       async handle(req) {
         const id = req.identity!;
         // identify scopes are added for this answer only, so the model always names the requester
-        const held = new Set([...req.held, ...expandScopes(identifyScopes(id.owner), id.owner)]);
-        const extra = { scopes: [...req.held].sort(), token_id: id.tokenId || null, session_id: id.sessionId || null };
+        const { held, sorted } = forWhoami(req.held, id.owner);
+        const extra = { scopes: sorted, token_id: id.tokenId || null, session_id: id.sessionId || null };
         if (id.owner.kind === 'service') {
           const svc = services.get(id.owner.name);
           if (!svc) throw errors.forbidden();

@@ -3,11 +3,16 @@ import { errors } from '../../../shared/errors.js';
 import type { RequestInfo } from '../http.js';
 
 export const PAGINATION_MEDIA_TYPE = 'application/hub-pagination+json';
+/** what clients written for the established hub send */
+const ESTABLISHED_MEDIA_TYPE = 'application/jupyterhub-pagination+json';
 
 export interface Page { offset: number; limit: number; envelope: boolean }
 
 export function wantsEnvelope(info: RequestInfo): boolean {
-  return (info.headers.accept ?? '').split(',').some((t) => t.trim().toLowerCase() === PAGINATION_MEDIA_TYPE);
+  return (info.headers.accept ?? '').split(',').some((t) => {
+    const type = t.trim().toLowerCase();
+    return type === PAGINATION_MEDIA_TYPE || type === ESTABLISHED_MEDIA_TYPE;
+  });
 }
 
 function integerParam(query: URLSearchParams, key: string): number | undefined {
