@@ -50,6 +50,10 @@ export const SCHEMA = {
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'oauth'] },
+    public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
+    cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
+    cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
+    oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
   },
   Supervisor: {
     restart_backoff_initial: seconds(0.1, 'first restart delay of a dead child'),
@@ -73,6 +77,28 @@ export const SCHEMA = {
   },
   Authenticator: {
     admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
+    allowed_users: { kind: 'string-list', default: [], help: 'who may log in ([] = anyone the authenticator accepts; admins always may)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.allowed_users', n)) },
+    auth_refresh_age: seconds(300, 'how old a login may get before the authenticator refreshes the user'),
+    refresh_pre_spawn: { kind: 'boolean', default: false, help: 'refresh the user before starting their server' },
+  },
+  PasswordAuthenticator: {
+    failed_login_limit: { kind: 'integer', default: 5, help: 'failed logins (per user, and per client address) before a lockout', min: 1 },
+    lockout_seconds: seconds(300, 'how long a lockout lasts'),
+    min_password_length: { kind: 'integer', default: 8, help: 'shortest password `hub set-password` and the API accept', min: 1 },
+  },
+  DummyAuthenticator: {
+    password: { kind: 'string', default: '', help: 'the one password every user name logs in with ("" = any password; for demos and tests only)' },
+  },
+  OAuthenticator: {
+    authorize_url: { kind: 'string', default: '', help: 'the identity provider\'s authorization endpoint' },
+    token_url: { kind: 'string', default: '', help: 'its token endpoint' },
+    userdata_url: { kind: 'string', default: '', help: 'its user-info endpoint' },
+    client_id: { kind: 'string', default: '', help: 'the hub\'s client id at the provider' },
+    client_secret: { kind: 'string', default: '', help: 'the hub\'s client secret at the provider' },
+    scope: { kind: 'string-list', default: ['openid'], help: 'scopes the hub asks the provider for' },
+    username_claim: { kind: 'string', default: 'preferred_username', help: 'which field of the user info is the user name' },
+    allowed_users: { kind: 'string-list', default: [], help: 'who may log in through the provider ([] = anyone)' },
+    admin_users: { kind: 'string-list', default: [], help: 'provider users who are hub admins' },
   },
 } as const satisfies Record<string, Record<string, OptionSpec>>;
 
