@@ -4,12 +4,14 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
+import { resolveCookieSecret } from './shared/cookies.js';
 import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { normalizeUsername } from './shared/names.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
-import { SupervisedChild, type RestartPolicy } from './shared/supervision.js';
+import type { ServiceConfig } from './shared/roles.js';
+import { SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
 
@@ -17,6 +19,8 @@ commands:
   start     run the hub: NATS and the actors, restarted when they die (default)
   status    list the running hub's processes with their memory (RSS and PSS)
   token     print a new API token for a user: hub token <username> (works whether or not the hub runs)
+  set-password  set a user's password for the password authenticator: hub set-password <username>
+                (reads the password from standard input; asks without echo on a terminal)
   help      show this text
 
 options:
@@ -43,6 +47,17 @@ const ACTOR_NODE_FLAGS: Record<string, string[]> = {
 interface ProcessesRecord {
   supervisor: number;
   children: Record<string, number | null>;
+  /** each child's start time from /proc, so a recycled pid is never taken for a leftover */
+  starts?: Record<string, string>;
+}
+
+function processStart(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+  } catch {
+    return '';
+  }
 }
 
 function findNatsServer(): string {
@@ -71,9 +86,13 @@ function killLeftovers(dir: string, log: Logger): void {
       throw new ConfigError([`another hub (pid ${record.supervisor}) is running with data dir ${dir}`]);
     }
     for (const [id, pid] of Object.entries(record.children)) {
-      if (pid && isAlive(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(id === 'nats' ? 'nats-server' : 'main.')) {
+      if (pid && isAlive(pid) && record.starts?.[id] && processStart(pid) === record.starts[id]) {
         log.warn({ event: 'supervisor.leftover_killed', child: id, pid }, `killing ${id} left over from a previous run`);
-        process.kill(pid, 'SIGKILL');
+        try {
+          process.kill(-pid, 'SIGKILL'); // children lead their own process group
+        } catch {
+          process.kill(pid, 'SIGKILL');
+        }
       }
     }
   } catch (e) {
@@ -94,6 +113,39 @@ async function waitForPort(port: number, timeoutMs: number): Promise<void> {
   throw new Error(`NATS did not accept connections on 127.0.0.1:${port} within ${timeoutMs} ms`);
 }
 
+function lookupUser(name: string): { uid: number; gid: number } {
+  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.split(':')[0] === name);
+  if (!line) throw new ConfigError([`Hub.services: no such system user ${JSON.stringify(name)}`]);
+  const [, , uid, gid] = line.split(':');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/** A hub-managed service: its command, cwd and user, and the HUB_* environment the seed lists. */
+function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
+  const host = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip;
+  const apiUrl = `http://${host}:${config.Hub.port}/hub/api`;
+  const prefix = `/services/${encodeURIComponent(svc.name)}/`;
+  const access = JSON.stringify([`access:services!service=${svc.name}`]);
+  const command = Array.isArray(svc.command) ? svc.command : ['/bin/sh', '-c', svc.command as string];
+  let ids: { uid?: number; gid?: number } = {};
+  if (typeof svc.user === 'string') {
+    if (process.getuid?.() !== 0) throw new ConfigError([`Hub.services "${svc.name}".user: running a service as another user needs the hub to run as root`]);
+    ids = lookupUser(svc.user);
+  }
+  return {
+    id: `service:${svc.name}`, command: command[0], args: command.slice(1), ipc: false, cwd: typeof svc.cwd === 'string' ? svc.cwd : undefined, ...ids,
+    env: {
+      ...baseEnv, ...(svc.environment as Record<string, string> | undefined),
+      HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/',
+      HUB_SERVICE_PREFIX: prefix, ...(svc.url ? { HUB_SERVICE_URL: svc.url } : {}),
+      HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
+      HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
+      HUB_CLIENT_ID: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`,
+      HUB_OAUTH_CALLBACK_URL: typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : `${prefix}oauth_callback`,
+    },
+  };
+}
+
 function restartPolicy(config: HubConfig): RestartPolicy {
   const s = config.Supervisor;
   return {
@@ -111,12 +163,20 @@ async function start(config: HubConfig): Promise<void> {
   mkdirSync(run, { recursive: true, mode: 0o700 });
   killLeftovers(run, log);
   const configPath = join(run, 'config.json');
-  writeResolvedConfig(config, configPath);
+  // every gateway must seal cookies with the same secret: resolved once, here
+  const cookieSecret = resolveCookieSecret(config.Hub.cookie_secret, process.env, dataDir);
+  // a hub-managed service without an api_token gets a fresh one at each start (registered by the tokens actor)
+  const services = (config.Hub.services as ServiceConfig[]).map((s) => (s.command && !s.api_token ? { ...s, api_token: newToken() } : s));
+  writeResolvedConfig({ ...config, Hub: { ...config.Hub, cookie_secret: cookieSecret, services } }, configPath);
 
   const policy = restartPolicy(config);
   const children: SupervisedChild[] = [];
   const recordProcesses = () => {
-    const record: ProcessesRecord = { supervisor: process.pid, children: Object.fromEntries(children.map((c) => [c.spec.id, c.pid ?? null])) };
+    const record: ProcessesRecord = {
+      supervisor: process.pid,
+      children: Object.fromEntries(children.map((c) => [c.spec.id, c.pid ?? null])),
+      starts: Object.fromEntries(children.filter((c) => c.pid).map((c) => [c.spec.id, processStart(c.pid!)])),
+    };
     writeFileSync(join(run, PROCESSES_FILE), JSON.stringify(record));
   };
   // Children get what they need to run, not the supervisor's whole environment.
@@ -135,6 +195,10 @@ async function start(config: HubConfig): Promise<void> {
       args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
       env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath },
     }, policy, log, recordProcesses));
+  }
+
+  for (const svc of services.filter((s) => s.command)) {
+    children.push(new SupervisedChild(managedServiceSpec(config, svc, baseEnv), policy, log, recordProcesses));
   }
 
   let stopping: Promise<void> | undefined;
@@ -226,6 +290,61 @@ async function token(config: HubConfig, positional: string[]): Promise<number> {
   return 0;
 }
 
+/** One line from standard input; on a terminal, asked for without echo. */
+async function readSecretLine(prompt: string): Promise<string> {
+  const stdin = process.stdin;
+  if (stdin.isTTY) {
+    process.stderr.write(prompt);
+    stdin.setRawMode(true);
+  }
+  return new Promise((resolve) => {
+    let text = '';
+    const done = () => {
+      if (stdin.isTTY) {
+        stdin.setRawMode(false);
+        process.stderr.write('\n');
+      }
+      stdin.pause();
+      resolve(text);
+    };
+    stdin.on('data', (chunk) => {
+      for (const ch of chunk.toString('utf8')) {
+        if (ch === '\n' || ch === '\r' || ch === '\u0004') return done();
+        if (ch === '\u0003') process.exit(130);
+        text += ch;
+      }
+    });
+    stdin.on('end', done);
+  });
+}
+
+/** `hub set-password <user>`: writes the scrypt hash straight into the auth store (beside a running hub too). */
+async function setPassword(config: HubConfig, positional: string[]): Promise<number> {
+  if (positional.length !== 1) {
+    process.stderr.write('usage: hub set-password <username>  (password on standard input)\n');
+    return 2;
+  }
+  const name = normalizeUsername(positional[0]);
+  const password = await readSecretLine(`Password for ${name}: `);
+  if (password.length < config.PasswordAuthenticator.min_password_length) {
+    process.stderr.write(`Passwords must be at least ${config.PasswordAuthenticator.min_password_length} characters\n`);
+    return 1;
+  }
+  const { AuthStore } = await import('./services/auth/store.js');
+  const { hashPassword } = await import('./services/auth/login.js');
+  mkdirSync(config.Hub.data_dir, { recursive: true, mode: 0o700 });
+  const users = await AuthStore.open(join(config.Hub.data_dir, 'auth.sqlite'));
+  const hashed = await hashPassword(password);
+  const ok = await users.transaction(() => users.setPassword(name, hashed));
+  await users.close();
+  if (!ok) {
+    process.stderr.write(`No such user: ${name}\n`);
+    return 1;
+  }
+  process.stderr.write(`password set for ${name}\n`);
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
   const command = argv[0] && !argv[0].startsWith('-') ? argv[0] : 'start';
   const afterCommand = command === argv[0] ? argv.slice(1) : argv;
@@ -236,7 +355,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  const commands: Record<string, (c: HubConfig, positional: string[]) => Promise<number | void> | number> = { start, status, token };
+  const commands: Record<string, (c: HubConfig, positional: string[]) => Promise<number | void> | number> = { start, status, token, 'set-password': setPassword };
   const run = commands[command];
   if (!run) {
     process.stderr.write(`hub: unknown command ${JSON.stringify(command)}\n\n${HELP}`);
@@ -244,7 +363,7 @@ async function main(argv: string[]): Promise<number> {
   }
   try {
     const config = await loadConfig({ argv: rest });
-    if (command !== 'token' && positional.length) {
+    if (command !== 'token' && command !== 'set-password' && positional.length) {
       process.stderr.write(`hub ${command}: unexpected argument ${JSON.stringify(positional[0])}\n`);
       return 2;
     }

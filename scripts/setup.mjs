@@ -79,6 +79,7 @@ function build() {
     newestMtime(join(root, 'services')),
     newestMtime(join(root, 'shared')),
     newestMtime(join(root, 'singleuser')),
+    newestMtime(join(root, 'hub-services')),
   );
   const stamp = join(root, 'dist', '.build-stamp');
   if (existsSync(stamp) && statSync(stamp).mtimeMs >= sources) return;

@@ -10,6 +10,10 @@ export interface ChildSpec {
   env: NodeJS.ProcessEnv;
   /** Node children get an IPC channel, so they notice when the supervisor dies and stop themselves. */
   ipc: boolean;
+  cwd?: string;
+  /** run as this user (the supervisor must be root) */
+  uid?: number;
+  gid?: number;
 }
 
 export interface RestartPolicy {
@@ -44,7 +48,8 @@ export class SupervisedChild {
   start(): void {
     const stdio: StdioOptions = this.spec.ipc ? ['ignore', 'inherit', 'inherit', 'ipc'] : ['ignore', 'inherit', 'inherit'];
     // Own process group: a Ctrl-C on the terminal reaches only the supervisor, which then stops children in order.
-    const proc = spawn(this.spec.command, this.spec.args, { env: this.spec.env, stdio, detached: true });
+    const { env, cwd, uid, gid } = this.spec;
+    const proc = spawn(this.spec.command, this.spec.args, { env, stdio, detached: true, cwd, uid, gid });
     this.proc = proc;
     this.startedAt = Date.now();
     proc.on('error', (err) => this.log.error({ event: 'child.spawn_error', child: this.spec.id, err: err.message }, 'could not start child'));

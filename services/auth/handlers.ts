@@ -10,7 +10,7 @@ export interface UserModel { name: string; admin: boolean; groups: string[]; cre
 export interface GroupModel { name: string; users: string[]; properties_json: string }
 
 /** Who changed what, for the events caches and the tokens actor listen to. */
-export type Announce = (entity: 'user' | 'group', change: string, body: Record<string, unknown>) => void;
+export type Announce = (entity: 'user' | 'group' | 'session', change: string, body: Record<string, unknown>) => void;
 
 export interface AuthDeps {
   store: AuthStore;

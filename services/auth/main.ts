@@ -4,6 +4,7 @@ import { runActor } from '../../shared/actor.js';
 import { encodeJson } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
 import { createAuthHandlers } from './handlers.js';
+import { createLoginHandlers } from './login.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
@@ -15,6 +16,18 @@ await runActor('auth', async (ctx) => {
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
   });
 
+  const login = createLoginHandlers({
+    config: ctx.config, store, audit: ctx.audit,
+    announce: (entity, change, body) => ctx.nc.publish(subjects.event(entity, change), encodeJson(body)),
+    ensureUser: async (name, admin) => {
+      const existing = (await h.getUsers({ names: [name] })).users[0];
+      if (!existing) await h.createUser({ name, admin, by: 'actor:auth (login)' });
+      else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
+    },
+  });
+  const prune = setInterval(() => void login.prune(), 600_000);
+  prune.unref();
+
   // Configured admins exist and are admins from the first start on.
   for (const name of ctx.config.Authenticator.admin_users) {
     const existing = await h.getUsers({ names: [name] });
@@ -25,11 +38,25 @@ await runActor('auth', async (ctx) => {
   return {
     grpc: {
       GetUser: h.getUser, GetUsers: h.getUsers, ListUsers: h.listUsers, CreateUsers: h.createUsers, CreateUser: h.createUser,
-      UpdateUser: h.updateUser, DeleteUser: h.deleteUser, RecordActivity: h.recordActivity,
+      // a deleted or renamed user's logins end with the old name
+      UpdateUser: async (r: Parameters<typeof h.updateUser>[0]) => {
+        const out = await h.updateUser(r);
+        if (r.new_name !== undefined && r.new_name !== r.name) await login.endSessionsOf(r.name);
+        return out;
+      },
+      DeleteUser: async (r: Parameters<typeof h.deleteUser>[0]) => {
+        const out = await h.deleteUser(r);
+        await login.endSessionsOf(r.name);
+        return out;
+      },
+      RecordActivity: h.recordActivity,
       GetGroup: h.getGroup, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
+      Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
+      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser,
     },
     close: async () => {
+      clearInterval(prune);
       h.stop();
       await h.flushActivity();
       await store.close();

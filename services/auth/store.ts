@@ -20,7 +20,27 @@ const MIGRATIONS = [
      PRIMARY KEY (group_id, user_id)
    );
    CREATE INDEX group_members_by_user ON group_members(user_id);`,
+  `CREATE TABLE passwords (
+     user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+     hashed TEXT NOT NULL
+   );
+   CREATE TABLE sessions (
+     id TEXT PRIMARY KEY,
+     user_name TEXT NOT NULL,
+     created TEXT NOT NULL,
+     refreshed TEXT NOT NULL,
+     revoked INTEGER NOT NULL DEFAULT 0
+   );
+   CREATE INDEX sessions_by_user ON sessions(user_name);
+   -- failed logins, per user and per client address, kept across restarts for lockouts
+   CREATE TABLE login_failures (
+     key TEXT NOT NULL,
+     at INTEGER NOT NULL
+   );
+   CREATE INDEX login_failures_by_key ON login_failures(key, at);`,
 ];
+
+export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
 
 export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null }
 export interface GroupRow { id: number; name: string; properties: string }
@@ -205,6 +225,58 @@ export class AuthStore {
   async removeMembers(groupId: number, userNames: string[]): Promise<void> {
     if (!userNames.length) return;
     await this.db.run(`DELETE FROM group_members WHERE group_id = ? AND user_id IN (SELECT id FROM users WHERE name IN (${placeholders(userNames.length)}))`, [groupId, ...userNames]);
+  }
+
+  // ---- passwords, sessions, login failures ----
+
+  async passwordOf(name: string): Promise<string | undefined> {
+    return (await this.db.get<{ hashed: string }>('SELECT p.hashed FROM passwords p JOIN users u ON u.id = p.user_id WHERE u.name = ?', [name]))?.hashed;
+  }
+
+  async setPassword(name: string, hashed: string): Promise<boolean> {
+    const user = await this.getUser(name);
+    if (!user) return false;
+    await this.db.run('INSERT INTO passwords (user_id, hashed) VALUES (?, ?) ON CONFLICT(user_id) DO UPDATE SET hashed = excluded.hashed', [user.id, hashed]);
+    return true;
+  }
+
+  async insertSession(s: Omit<SessionRow, 'revoked'>): Promise<void> {
+    await this.db.run('INSERT INTO sessions (id, user_name, created, refreshed) VALUES (?, ?, ?, ?)', [s.id, s.user_name, s.created, s.refreshed]);
+  }
+
+  getSession(id: string): Promise<SessionRow | undefined> {
+    return this.db.get<SessionRow>('SELECT * FROM sessions WHERE id = ?', [id]);
+  }
+
+  async revokeSession(id: string): Promise<void> {
+    await this.db.run('UPDATE sessions SET revoked = 1 WHERE id = ?', [id]);
+  }
+
+  async revokeSessionsOf(name: string): Promise<string[]> {
+    const ids = (await this.db.all<{ id: string }>('SELECT id FROM sessions WHERE user_name = ? AND revoked = 0', [name])).map((r) => r.id);
+    await this.db.run('UPDATE sessions SET revoked = 1 WHERE user_name = ?', [name]);
+    return ids;
+  }
+
+  async touchSession(id: string, refreshed: string): Promise<void> {
+    await this.db.run('UPDATE sessions SET refreshed = ? WHERE id = ?', [refreshed, id]);
+  }
+
+  async recordFailure(keys: string[], atMs: number): Promise<void> {
+    for (const key of keys) await this.db.run('INSERT INTO login_failures (key, at) VALUES (?, ?)', [key, atMs]);
+  }
+
+  async failuresSince(key: string, sinceMs: number): Promise<{ n: number; last: number }> {
+    const r = await this.db.get<{ n: number; last: number | null }>('SELECT count(*) AS n, max(at) AS last FROM login_failures WHERE key = ? AND at >= ?', [key, sinceMs]);
+    return { n: r?.n ?? 0, last: r?.last ?? 0 };
+  }
+
+  async clearFailures(key: string): Promise<void> {
+    await this.db.run('DELETE FROM login_failures WHERE key = ?', [key]);
+  }
+
+  async pruneFailures(beforeMs: number): Promise<void> {
+    await this.db.run('DELETE FROM login_failures WHERE at < ?', [beforeMs]);
   }
 
   async setProperties(groupId: number, json: string): Promise<void> {

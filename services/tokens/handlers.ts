@@ -181,6 +181,14 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       return { model: await model((await store.byId(id))!), token };
     },
 
+    async revokeSessionTokens(r: { user: string; session_id: string; by: string }) {
+      if (!r.session_id) return {};
+      const ids = await store.deleteBySession(r.user, r.session_id);
+      for (const id of ids) announce('token_revoked', { token_id: `a${id}`, kind: 'user', name: r.user });
+      if (ids.length) void audit.publish('token', 'delete', { who: r.by, what: `user:${r.user}`, outcome: 'ok', reason: 'logout', tokens: ids.map((id) => `a${id}`) });
+      return {};
+    },
+
     async listTokens(owner: Owner) {
       await mustOwnerExist(owner);
       const now = isoNow();

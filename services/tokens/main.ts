@@ -43,6 +43,7 @@ await runActor('tokens', async (ctx) => {
     grpc: {
       ResolveToken: h.resolveToken, OwnerScopes: h.ownerScopes, CreateToken: h.createToken,
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
+      RevokeSessionTokens: h.revokeSessionTokens,
     },
     close: async () => {
       clearInterval(purge);

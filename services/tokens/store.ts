@@ -75,6 +75,12 @@ export class TokenStore {
     return ids;
   }
 
+  async deleteBySession(ownerName: string, sessionId: string): Promise<number[]> {
+    const ids = (await this.db.all<{ id: number }>("SELECT id FROM tokens WHERE owner_kind = 'user' AND owner_name = ? AND session_id = ?", [ownerName, sessionId])).map((r) => r.id);
+    await this.db.run("DELETE FROM tokens WHERE owner_kind = 'user' AND owner_name = ? AND session_id = ?", [ownerName, sessionId]);
+    return ids;
+  }
+
   async renameOwner(kind: string, from: string, to: string): Promise<void> {
     await this.db.run('UPDATE tokens SET owner_name = ? WHERE owner_kind = ? AND owner_name = ?', [to, kind, from]);
   }
