@@ -84,7 +84,7 @@ test('supervision: a child that keeps dying is restarted with backoff, then mark
   const starts: number[] = [];
   const child = new SupervisedChild(
     { id: 'crasher', command: process.execPath, args: ['-e', 'process.exit(3)'], env: {}, ipc: false },
-    { backoffInitialMs: 20, backoffMaxMs: 200, stableUptimeMs: 10_000, intensity: 3, periodMs: 60_000, shutdownMs: 1000 },
+    { backoffInitialMs: 200, backoffMaxMs: 2000, stableUptimeMs: 10_000, intensity: 3, periodMs: 60_000, shutdownMs: 1000 },
     log, () => { if (child.pid) starts.push(Date.now()); },
   );
   child.start();
