@@ -156,6 +156,10 @@ function checkServices(services: unknown[]): string[] {
       tokens.set(svc.api_token, name ?? where);
     }
     if (typeof svc.url === 'string' && !/^https?:\/\/[^/]+/.test(svc.url)) problems.push(`${label}.url: expected an http(s) URL`);
+    if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
+    if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
+      problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
+    }
   });
   return problems;
 }

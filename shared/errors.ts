@@ -46,7 +46,17 @@ export const errors = {
     new HubError(503, 'HUB_ERR_ACTOR_UNAVAILABLE', `${what} is not available, try again shortly`, { cause }),
   timeout: (what: string, cause?: unknown) =>
     new HubError(504, 'HUB_ERR_ACTOR_TIMEOUT', `${what} did not answer in time`, { cause }),
+  /** An OAuth 2 error (RFC 6749 §5.2): the code is `HUB_ERR_OAUTH_<ERROR>`, so the token endpoint can name it again. */
+  oauth: (error: OAuthErrorName, message: string) =>
+    new HubError(error === 'invalid_client' ? 401 : 400, `HUB_ERR_OAUTH_${error.toUpperCase()}`, message),
 } as const;
+
+export type OAuthErrorName = 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope';
+
+/** The RFC 6749 error name of an OAuth HubError, or null for any other error. */
+export function oauthErrorName(err: HubError): OAuthErrorName | null {
+  return err.code.startsWith('HUB_ERR_OAUTH_') ? (err.code.slice('HUB_ERR_OAUTH_'.length).toLowerCase() as OAuthErrorName) : null;
+}
 
 /** Any thrown value as a HubError; unknown errors become a 500 that hides their details. */
 export function asHubError(err: unknown): HubError {

@@ -56,6 +56,14 @@ export function serverUrl(user: string, name: string): string {
   return name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`;
 }
 
+/** Percent-encoded down to characters a cookie name may hold (`@` too, unlike escapeName). */
+const cookieSafe = (name: string) => encodeURIComponent(name).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+
+/** A server's OAuth client id (also its HUB_CLIENT_ID and its token cookie's name): `hub-user-<user>[-<server>]`. */
+export function serverClientId(user: string, name: string): string {
+  return name ? `hub-user-${cookieSafe(user)}-${cookieSafe(name)}` : `hub-user-${cookieSafe(user)}`;
+}
+
 export function progressUrl(user: string, name: string): string {
   return name ? `/hub/api/users/${escapeName(user)}/servers/${escapeName(name)}/progress` : `/hub/api/users/${escapeName(user)}/server/progress`;
 }

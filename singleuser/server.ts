@@ -1,6 +1,8 @@
-// This project's own single-user server: what the spawner runs by default. It serves under its
-// prefix, lets in only requests whose hub token grants access to this server, and reports activity.
+// This project's own single-user server: what the spawner runs by default. It serves under its prefix,
+// lets in API clients whose hub token grants access to this server and browsers logged in through the
+// hub's OAuth (shared/hub-oauth-client.ts), and reports activity.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { HubOAuth, hubOAuthConfigFromEnv, HubUnavailable } from '../shared/hub-oauth-client.js';
 import { createLogger } from '../shared/log.js';
 
 const env = (k: string): string => {
@@ -11,39 +13,18 @@ const env = (k: string): string => {
 
 const prefix = env('HUB_SERVICE_PREFIX');
 const serviceUrl = new URL(env('HUB_SERVICE_URL'));
-const apiUrl = env('HUB_API_URL');
 const apiToken = env('HUB_API_TOKEN');
 const user = env('HUB_USER');
 const serverName = process.env.HUB_SERVER_NAME ?? '';
-const accessScopes = new Set<string>([...JSON.parse(process.env.HUB_OAUTH_ACCESS_SCOPES ?? '[]'), 'access:servers']);
 const activityUrl = process.env.HUB_ACTIVITY_URL;
 const activityIntervalMs = Number(process.env.HUB_ACTIVITY_INTERVAL ?? 300) * 1000;
-const cacheMaxAgeMs = Number(process.env.HUB_CACHE_MAX_AGE ?? 300) * 1000;
 const log = createLogger('singleuser').child({ user, server: serverName });
+// browsers log in through the hub's OAuth; API clients send `Authorization: token <t>` (see shared/hub-oauth-client.ts)
+const hubAuth = new HubOAuth(hubOAuthConfigFromEnv(), log);
 
 const startedAt = new Date().toISOString();
 let lastActivity = startedAt;
 let reportedActivity = '';
-
-/** Hub answers about tokens, kept for cache_max_age: the hub is asked again after that (seed "Expiry rules"). */
-const whoamiCache = new Map<string, { until: number; allowed: boolean; name?: string }>();
-
-async function authorize(token: string): Promise<{ allowed: boolean; name?: string }> {
-  const hit = whoamiCache.get(token);
-  if (hit && hit.until > Date.now()) return hit;
-  const r = await fetch(`${apiUrl}/user`, { headers: { authorization: `token ${token}` }, signal: AbortSignal.timeout(5000) });
-  const answer = r.status === 200
-    ? await r.json().then((me: { name: string; scopes: string[] }) => ({ allowed: me.scopes.some((s) => accessScopes.has(s)), name: me.name }))
-    : { allowed: false };
-  if (whoamiCache.size > 10_000) whoamiCache.clear();
-  whoamiCache.set(token, { ...answer, until: Date.now() + cacheMaxAgeMs });
-  return answer;
-}
-
-function tokenOf(req: IncomingMessage, url: URL): string | null {
-  const m = /^(?:token|bearer)\s+(\S+)$/i.exec(req.headers.authorization ?? '');
-  return m?.[1] ?? url.searchParams.get('token');
-}
 
 function send(res: ServerResponse, status: number, body: unknown, type = 'application/json'): void {
   const text = type === 'application/json' ? JSON.stringify(body) : String(body);
@@ -57,19 +38,18 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (!url.pathname.startsWith(prefix) && `${url.pathname}/` !== prefix) return send(res, 404, { status: 404, message: 'Not Found' });
   const rest = url.pathname.slice(prefix.length);
   if (rest === 'api' || rest === 'api/') return send(res, 200, { version: '1', user, server_name: serverName }); // unauthenticated, like the established servers
-  const token = tokenOf(req, url);
-  if (!token) return send(res, 403, { status: 403, message: 'Missing or invalid credentials.' });
-  const who = await authorize(token);
-  if (!who.allowed) return send(res, 403, { status: 403, message: `Not authorized to access ${prefix}` });
+  if (hubAuth.isCallback(req)) return hubAuth.handleCallback(req, res);
+  const who = await hubAuth.authenticate(req, res);
+  if (!who) return; // answered: a redirect to log in, or a 403
   lastActivity = new Date().toISOString();
   if (rest === 'api/status') return send(res, 200, { user, server_name: serverName, started: startedAt, last_activity: lastActivity, requested_by: who.name });
-  send(res, 200, `<!doctype html><title>${escapeHtml(user)}</title><h1>Server of ${escapeHtml(user)}${serverName ? ` (${escapeHtml(serverName)})` : ''}</h1><p>Hello, ${escapeHtml(who.name ?? '')}.</p>`, 'text/html; charset=utf-8');
+  send(res, 200, `<!doctype html><title>${escapeHtml(user)}</title><h1>Server of ${escapeHtml(user)}${serverName ? ` (${escapeHtml(serverName)})` : ''}</h1><p>Hello, ${escapeHtml(who.name)}.</p>`, 'text/html; charset=utf-8');
 }
 
 const server = createServer((req, res) => {
   handle(req, res).catch((err) => {
     log.error({ event: 'request.failed', err: (err as Error).message }, 'request failed');
-    if (!res.headersSent) send(res, 502, { status: 502, message: 'The hub could not be asked about this token' });
+    if (!res.headersSent) send(res, err instanceof HubUnavailable ? 502 : 500, { status: err instanceof HubUnavailable ? 502 : 500, message: 'The hub could not be asked about this request' });
   });
 });
 

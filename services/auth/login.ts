@@ -9,7 +9,7 @@ import { errors } from '../../shared/errors.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow } from '../../shared/time.js';
 import type { Announce } from './handlers.js';
-import type { AuthStore } from './store.js';
+import type { AuthStore, SessionRow } from './store.js';
 
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;
 const SCRYPT = { N: 16384, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
@@ -38,9 +38,14 @@ export interface LoginDeps {
   announce: Announce;
   /** makes sure the user exists (created at first login), with the admin flag config gives */
   ensureUser: (name: string, admin: boolean) => Promise<void>;
+  /**
+   * The authenticator's own word at refresh time (the external provider still vouches for the session's
+   * user); without it, the user must still be allowed by Authenticator.allowed_users.
+   */
+  recheck?: (session: SessionRow) => Promise<boolean>;
 }
 
-export function createLoginHandlers({ config, store, audit, announce, ensureUser }: LoginDeps) {
+export function createLoginHandlers({ config, store, audit, announce, ensureUser, recheck }: LoginDeps) {
   const P = config.PasswordAuthenticator;
   const A = config.Authenticator;
   const denied = (message = 'Invalid username or password') => ({ ok: false, name: '', session_id: '', message, retry_after: 0 });
@@ -80,6 +85,16 @@ export function createLoginHandlers({ config, store, audit, announce, ensureUser
     return id;
   }
 
+  async function revokeSession(r: { session_id: string; by: string }) {
+    const s = await store.getSession(r.session_id);
+    if (!s) return { valid: false, user: '', session_id: r.session_id, created: '', refreshed: '' };
+    await store.transaction(() => store.revokeSession(s.id));
+    announce('session', 'revoked', { session_id: s.id, user: s.user_name });
+    void audit.publish('login', 'logout', { who: r.by, what: s.user_name, outcome: 'ok' });
+    return { valid: false, user: s.user_name, session_id: s.id, created: s.created, refreshed: s.refreshed };
+  }
+
+  // Handlers are called unbound (as gRPC handlers), so none of them may use `this`.
   return {
     openSession,
 
@@ -121,21 +136,14 @@ export function createLoginHandlers({ config, store, audit, announce, ensureUser
       return { valid: true, user: s.user_name, session_id: s.id, created: s.created, refreshed: s.refreshed };
     },
 
-    async revokeSession(r: { session_id: string; by: string }) {
-      const s = await store.getSession(r.session_id);
-      if (!s) return { valid: false, user: '', session_id: r.session_id, created: '', refreshed: '' };
-      await store.transaction(() => store.revokeSession(s.id));
-      announce('session', 'revoked', { session_id: s.id, user: s.user_name });
-      void audit.publish('login', 'logout', { who: r.by, what: s.user_name, outcome: 'ok' });
-      return { valid: false, user: s.user_name, session_id: s.id, created: s.created, refreshed: s.refreshed };
-    },
+    revokeSession,
 
     /** The user must still exist and still be allowed; otherwise the session ends and a new login is needed. */
     async refreshUser(r: { session_id: string; by: string }) {
       const s = await store.getSession(r.session_id);
       if (!s || s.revoked) return { valid: false, user: '', session_id: r.session_id, created: '', refreshed: '' };
-      const stillThere = (await store.getUser(s.user_name)) !== undefined && isAllowed(s.user_name);
-      if (!stillThere) return this.revokeSession({ session_id: s.id, by: 'actor:auth (refresh)' });
+      const stillThere = (await store.getUser(s.user_name)) !== undefined && (recheck ? await recheck(s) : isAllowed(s.user_name));
+      if (!stillThere) return revokeSession({ session_id: s.id, by: 'actor:auth (refresh)' });
       const now = isoNow();
       await store.transaction(() => store.touchSession(s.id, now));
       return { valid: true, user: s.user_name, session_id: s.id, created: s.created, refreshed: now };

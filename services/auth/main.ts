@@ -1,9 +1,11 @@
-// The auth actor: users, groups (and, later, login sessions). Wiring only.
+// The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
 import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
+import { HubError } from '../../shared/errors.js';
 import { encodeJson } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
 import { createAuthHandlers } from './handlers.js';
+import { createExternalLogin, providerConfigProblems } from './external.js';
 import { createLoginHandlers } from './login.js';
 import { AuthStore } from './store.js';
 
@@ -16,15 +18,27 @@ await runActor('auth', async (ctx) => {
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
   });
 
+  const ensureUser = async (name: string, admin: boolean) => {
+    const existing = (await h.getUsers({ names: [name] })).users[0];
+    if (!existing) {
+      // two first logins of one user at once: the second finds the user made by the first
+      await h.createUser({ name, admin, by: 'actor:auth (login)' }).catch((e: unknown) => {
+        if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
+      });
+    } else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
+  };
+  // With the external provider, a misconfigured section is fatal here and loud, not a broken login page later.
+  const viaProvider = ctx.config.Hub.authenticator_class === 'oauth';
+  const problems = viaProvider ? providerConfigProblems(ctx.config) : [];
+  if (problems.length) throw new Error(`authenticator_class "oauth" needs: ${problems.join('; ')}`);
   const login = createLoginHandlers({
     config: ctx.config, store, audit: ctx.audit,
     announce: (entity, change, body) => ctx.nc.publish(subjects.event(entity, change), encodeJson(body)),
-    ensureUser: async (name, admin) => {
-      const existing = (await h.getUsers({ names: [name] })).users[0];
-      if (!existing) await h.createUser({ name, admin, by: 'actor:auth (login)' });
-      else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
-    },
+    ensureUser,
+    // `external` is created just below; the closure runs only at refresh time
+    recheck: viaProvider ? (s) => external.recheck(s) : undefined,
   });
+  const external = createExternalLogin({ config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, openSession: login.openSession });
   const prune = setInterval(() => void login.prune(), 600_000);
   prune.unref();
 
@@ -54,6 +68,7 @@ await runActor('auth', async (ctx) => {
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
       Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
       RevokeSession: login.revokeSession, RefreshUser: login.refreshUser,
+      ExternalLoginUrl: external.loginUrl, CompleteExternalLogin: external.complete,
     },
     close: async () => {
       clearInterval(prune);

@@ -1,4 +1,5 @@
-// The auth actor's own store: users, groups and memberships. The only file with SQL for them.
+// The auth actor's own store: users, groups and memberships, passwords, login sessions (with an external
+// provider's sealed tokens) and login failures. The only file with SQL for them.
 import { Store } from '../../shared/store.js';
 
 const MIGRATIONS = [
@@ -38,6 +39,11 @@ const MIGRATIONS = [
      at INTEGER NOT NULL
    );
    CREATE INDEX login_failures_by_key ON login_failures(key, at);`,
+  // the external identity provider's tokens of a login session, sealed (never stored in the clear)
+  `CREATE TABLE external_tokens (
+     session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+     sealed TEXT NOT NULL
+   );`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
@@ -248,14 +254,30 @@ export class AuthStore {
     return this.db.get<SessionRow>('SELECT * FROM sessions WHERE id = ?', [id]);
   }
 
+  /** An ended session keeps no provider token: it can never be used again. */
   async revokeSession(id: string): Promise<void> {
     await this.db.run('UPDATE sessions SET revoked = 1 WHERE id = ?', [id]);
+    await this.db.run('DELETE FROM external_tokens WHERE session_id = ?', [id]);
   }
 
   async revokeSessionsOf(name: string): Promise<string[]> {
     const ids = (await this.db.all<{ id: string }>('SELECT id FROM sessions WHERE user_name = ? AND revoked = 0', [name])).map((r) => r.id);
     await this.db.run('UPDATE sessions SET revoked = 1 WHERE user_name = ?', [name]);
+    await this.db.run('DELETE FROM external_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_name = ?)', [name]);
     return ids;
+  }
+
+  async putExternalToken(sessionId: string, sealed: string): Promise<void> {
+    await this.db.run('INSERT INTO external_tokens (session_id, sealed) VALUES (?, ?) ON CONFLICT(session_id) DO UPDATE SET sealed = excluded.sealed', [sessionId, sealed]);
+  }
+
+  /** A renewed token replaces the old one only while the session lives (a logout may have come in between). */
+  async renewExternalToken(sessionId: string, sealed: string): Promise<void> {
+    await this.db.run('UPDATE external_tokens SET sealed = ? WHERE session_id = ?', [sealed, sessionId]);
+  }
+
+  async externalTokenOf(sessionId: string): Promise<string | undefined> {
+    return (await this.db.get<{ sealed: string }>('SELECT sealed FROM external_tokens WHERE session_id = ?', [sessionId]))?.sealed;
   }
 
   async touchSession(id: string, refreshed: string): Promise<void> {

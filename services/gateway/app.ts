@@ -5,16 +5,21 @@ import { asHubError, errors, type HubError } from '../../shared/errors.js';
 import { cap } from '../../shared/log.js';
 import type { createHealthChecker } from './health.js';
 import { errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import type { Proxy } from './proxy/index.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
   health: ReturnType<typeof createHealthChecker>;
   api: (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void>;
+  /** the hub's own pages under /hub/; false when there is no such page */
+  pages: (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<boolean>;
+  /** paths outside /hub: forwarded to their route's target (HTTP and WebSocket) */
+  proxy: Proxy;
 }
 
 type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void> | void;
 
-export function createApp({ ctx, health, api }: GatewayDeps): uWS.TemplatedApp {
+export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.TemplatedApp {
   const maxBody = ctx.config.Hub.max_body_size;
   const log = ctx.log;
 
@@ -37,16 +42,20 @@ export function createApp({ ctx, health, api }: GatewayDeps): uWS.TemplatedApp {
   async function dispatch(info: RequestInfo, reply: Reply): Promise<void> {
     // The body limit is enforced before routing, so no path can be made to buffer an oversized body.
     const body = hasBody(info) ? await readBody(reply, info, maxBody) : null;
+    // the OAuth provider's endpoints are pages (HTML errors, form bodies), though they live under /hub/api
+    if (info.path.startsWith('/hub/api/oauth2/') && (await pages(info, reply, body))) return;
     if (info.path === '/hub/api' || info.path.startsWith('/hub/api/')) return api(info, reply, body);
     const path = info.path.length > 1 && info.path.endsWith('/') ? info.path.slice(0, -1) : info.path;
     const route = routes[path];
+    if (!route && info.path.startsWith('/hub') && (await pages(info, reply, body))) return;
     if (!route) throw errors.notFound(`No such endpoint: ${cap(info.path, 100)}`);
     const handler = route[info.method];
     if (!handler) throw errors.methodNotAllowed(`${info.method} is not allowed on ${cap(info.path, 100)}`);
     await handler(info, reply, body);
   }
 
-  return uWS.App().any('/*', (res, req) => {
+  return uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
+    if (proxy.handle(res, req)) return;
     const reply = new Reply(res);
     const info = snapshot(req, res);
     dispatch(info, reply).catch((e) => fail(info, reply, asHubError(e)));

@@ -5,16 +5,27 @@ import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices, roleBook } from '../../shared/roles.js';
+import { openRoutes } from '../../shared/routes.js';
 import { createApi } from './api/index.js';
 import { createApp } from './app.js';
 import { createIdentityCache, createUserCache } from './caches.js';
 import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { createServerMirror } from './servers.js';
+import { externalLoginRoutes } from './web/external-login.js';
+import { oauthProviderRoutes } from './web/oauth-provider.js';
+import { createPages } from './web/pages.js';
+import { createWebSessions } from './web/sessions.js';
 import { UWS_BUILD } from './http.js';
+import { createActivityRecorder } from './proxy/activity.js';
+import { createProxy } from './proxy/index.js';
+import { createRouteSync } from './proxy/sync.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
+
+/** Longest silence from a proxied target before the exchange is given up (SSE streams send keepalives well within it). */
+const PROXY_IDLE_TIMEOUT_MS = 300_000;
 
 await runActor('gateway', async (ctx) => {
   if (UWS_BUILD !== 'native') throw new Error('uWebSockets.js native binary did not load (fallback shim in use): reinstall with `npm ci` on Node 20');
@@ -24,37 +35,54 @@ await runActor('gateway', async (ctx) => {
   const auth = createGrpcClient('auth', grpcSocketPath(dataDir, 'auth'), ctx.rpcTimeoutMs);
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
   const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
+  const oauth = createGrpcClient('oauth', grpcSocketPath(dataDir, 'oauth'), ctx.rpcTimeoutMs);
   const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
-  const events = ctx.nc.subscribe('hub.evt.>', { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users }) });
+  const web = createWebSessions(ctx.config, auth, tokens);
+  const events = ctx.nc.subscribe('hub.evt.>', { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
+  // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
+  const routes = createRouteSync(await openRoutes(ctx.nc), ctx.log, ctx.rpcTimeoutMs);
+  await routes.start(ctx.rpcTimeoutMs * 6);
   ctx.onNatsStatus((type) => {
     if (type === 'reconnect') {
       identities.clear();
       users.clear();
+      web.clear();
+      void routes.reload();
     }
   });
-
-  const api = createApi({
-    config: ctx.config, auth, tokens, users, identities, spawner, servers, nc: ctx.nc, book: roleBook(ctx.config),
-    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
+  const activity = createActivityRecorder(ctx.nc, ctx.config.Hub.activity_resolution * 1000, ctx.log);
+  const proxy = createProxy({
+    routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log, connectTimeoutMs: ctx.rpcTimeoutMs, idleTimeoutMs: PROXY_IDLE_TIMEOUT_MS,
   });
+
+  const apiDeps = {
+    config: ctx.config, auth, tokens, users, identities, spawner, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
+    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
+  };
+  const api = createApi(apiDeps);
+  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
-  const app = createApp({ ctx, health, api });
+  const app = createApp({ ctx, health, api, pages, proxy });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
   ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);
   return {
-    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}` }),
+    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}`, routes: String(routes.table.size) }),
     stopIntake: () => uWS.us_listen_socket_close(listenSocket),
     close: () => {
+      routes.stop();
+      activity.stop();
+      proxy.close();
       events.unsubscribe();
       health.close();
       auth.close();
       tokens.close();
       spawner.close();
+      oauth.close();
       servers.stop();
     },
   };

@@ -9,7 +9,7 @@ import type { GrpcClient } from '../../shared/grpc.js';
 import type { Logger } from '../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import {
-  invalidServerNameReason, isActive, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
+  invalidServerNameReason, isActive, serverClientId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
 import { freePort, isSameProcess, launch, processStartTime, stopProcess, waitForHttp } from './process.js';
@@ -19,6 +19,8 @@ export interface SpawnerDeps {
   config: HubConfig;
   registry: Registry;
   tokens: GrpcClient;
+  /** the oauth actor: each server is an OAuth client from its spawn to its stop */
+  oauth: GrpcClient;
   audit: AuditPublisher;
   log: Logger;
   instance: string;
@@ -46,7 +48,7 @@ export function serverMessage(r: ServerRecord) {
   };
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, audit, log, instance, announce }: SpawnerDeps) {
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce }: SpawnerDeps) {
   const S = config.Spawner;
   const local = new Map<string, Local>();
   const localOf = (r: { user: string; name: string }) => {
@@ -71,7 +73,7 @@ export function createSpawnerHandlers({ config, registry, tokens, audit, log, in
 
   /** What the server needs to know, and nothing of the hub's own environment beyond PATH and locale. */
   function environment(r: ServerRecord, token: string): NodeJS.ProcessEnv {
-    const clientId = r.name ? `hub-user-${r.user}-${r.name}` : `hub-user-${r.user}`;
+    const clientId = serverClientId(r.user, r.name);
     const accessScopes = JSON.stringify([`access:servers!server=${r.user}/${r.name}`, `access:servers!user=${r.user}`]);
     return {
       PATH: process.env.PATH, LANG: process.env.LANG ?? 'C.UTF-8', HOME: process.env.HOME,
@@ -88,6 +90,9 @@ export function createSpawnerHandlers({ config, registry, tokens, audit, log, in
     await tokens.call('DeleteToken', { owner: { kind: 'user', name: r.user }, id: r.token_id, by: 'actor:spawner' }).catch((e: HubError) => {
       if (e.status !== 404) log.warn({ event: 'server.token.revoke_failed', server: label(r), err: e.message }, 'server token not revoked');
     });
+    // its OAuth client goes too (and with it the browser tokens it issued); the oauth actor prunes missed ones at its start
+    await oauth.call('DeleteClient', { client_id: serverClientId(r.user, r.name), by: 'actor:spawner' }).catch((e: HubError) =>
+      log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
   /** Launch, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
@@ -96,6 +101,8 @@ export function createSpawnerHandlers({ config, registry, tokens, audit, log, in
     try {
       const issued = await tokens.call<{ model: { id: string }; token: string }>('IssueServerToken', { user: r.user, server_name: r.name, url: r.url });
       r.token_id = issued.model.id;
+      // the server's token is also its OAuth client secret (reference §6.7)
+      await oauth.call('RegisterServerClient', { client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
       r.port = await freePort();
       r.target = `http://127.0.0.1:${r.port}`;
       const child = launch({ cmd: command(), env: environment(r, issued.token), logFile: join(config.Hub.data_dir, 'servers', `${serverKey(r.user, r.name)}.log`) });

@@ -11,8 +11,9 @@ await runActor('spawner', async (ctx) => {
   const { config } = ctx;
   const registry = await Registry.open(ctx.nc);
   const tokens = createGrpcClient('tokens', grpcSocketPath(config.Hub.data_dir, 'tokens'), ctx.rpcTimeoutMs);
+  const oauth = createGrpcClient('oauth', grpcSocketPath(config.Hub.data_dir, 'oauth'), ctx.rpcTimeoutMs);
   const h = createSpawnerHandlers({
-    config, registry, tokens, audit: ctx.audit, log: ctx.log, instance: ctx.instance,
+    config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance,
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
 
@@ -64,6 +65,7 @@ await runActor('spawner', async (ctx) => {
       if (config.Hub.cleanup_servers) await h.stopAll();
       else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'Hub.cleanup_servers is false: servers keep running');
       tokens.close();
+      oauth.close();
     },
   };
 });

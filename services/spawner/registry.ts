@@ -1,8 +1,26 @@
 // The registry of servers: a JetStream KV bucket, so it survives any spawner process and every
 // gateway can watch it. This spawner is its only writer; it keeps a copy in memory for reads.
 import type { KV } from 'nats';
+import { errors } from '../../shared/errors.js';
 import { encodeJson, decodeJson, type NatsConnection } from '../../shared/nats.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
+
+/**
+ * JetStream answers slowly or not at all for a few seconds after NATS restarts: a write is retried
+ * (bounded), then reported as 503, the hub's "try again shortly", never as an internal error.
+ */
+async function withRetry(write: () => Promise<unknown>): Promise<unknown> {
+  let last: unknown;
+  for (let attempt = 0, delay = 100; attempt < 6; attempt++, delay *= 2) {
+    try {
+      return await write();
+    } catch (e) {
+      last = e;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+  throw errors.unavailable('the server registry', last);
+}
 
 export class Registry {
   private readonly records = new Map<string, ServerRecord>();
@@ -33,7 +51,7 @@ export class Registry {
   }
 
   private enqueue(key: string, write: () => Promise<unknown>): Promise<void> {
-    const next = (this.queues.get(key) ?? Promise.resolve()).then(write);
+    const next = (this.queues.get(key) ?? Promise.resolve()).then(() => withRetry(write));
     this.queues.set(key, next.catch(() => undefined));
     return next.then(() => undefined);
   }

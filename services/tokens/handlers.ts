@@ -99,11 +99,13 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
   }
 
   /** Stores a token and returns its row id; the plaintext is not kept. */
-  async function register(owner: Owner, token: string, scopes: string[], note: string, opts: { rounds: number; source: string; expiresAt?: string | null }): Promise<number> {
+  async function register(owner: Owner, token: string, scopes: string[], note: string, opts: {
+    rounds: number; source: string; expiresAt?: string | null; sessionId?: string | null; oauthClient?: string;
+  }): Promise<number> {
     return store.insert({
       prefix: tokenPrefix(token), hashed: hashSecret(token, opts.rounds), owner_kind: owner.kind, owner_name: owner.name,
-      scopes: JSON.stringify(scopes), note, created: isoNow(), expires_at: opts.expiresAt ?? null, session_id: null,
-      oauth_client: 'hub', source: opts.source,
+      scopes: JSON.stringify(scopes), note, created: isoNow(), expires_at: opts.expiresAt ?? null, session_id: opts.sessionId ?? null,
+      oauth_client: opts.oauthClient ?? 'hub', source: opts.source,
     });
   }
 
@@ -187,6 +189,39 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       for (const id of ids) announce('token_revoked', { token_id: `a${id}`, kind: 'user', name: r.user });
       if (ids.length) void audit.publish('token', 'delete', { who: r.by, what: `user:${r.user}`, outcome: 'ok', reason: 'logout', tokens: ids.map((id) => `a${id}`) });
       return {};
+    },
+
+    /**
+     * An OAuth access token: owned by the user, tied to the login session (logout revokes it) and to the
+     * client. The scopes are stored as the code carried them, so they name the client's access scope.
+     */
+    async issueOAuthToken(r: { user: string; scopes: string[]; session_id: string; oauth_client: string; note: string; expires_in: number }) {
+      const owner: Owner = { kind: 'user', name: r.user };
+      await mustOwnerExist(owner);
+      const v = validateScopes(r.scopes);
+      if (!v.ok) throw errors.badRequest(v.reason, 'HUB_ERR_SCOPE_INVALID');
+      if (!r.oauth_client || r.oauth_client === 'hub') throw errors.badRequest('an OAuth token needs its client');
+      const token = newToken();
+      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      const id = await register(owner, token, r.scopes, r.note, {
+        rounds: GENERATED_ROUNDS, source: 'oauth', expiresAt, sessionId: r.session_id || null, oauthClient: r.oauth_client,
+      });
+      void audit.publish('token', 'create', { who: `oauth:${r.oauth_client}`, what: `user:${r.user}/a${id}`, outcome: 'ok', scopes: r.scopes, expires_at: expiresAt });
+      return { model: await model((await store.byId(id))!), token };
+    },
+
+    /** By id (a reused authorization code) and/or by issuing client (a client removed). */
+    async revokeTokens(r: { ids: string[]; oauth_client: string; by: string; reason: string }) {
+      const gone: { id: number; owner_kind: string; owner_name: string }[] = [];
+      for (const id of r.ids ?? []) {
+        const n = parseTokenId(id);
+        const row = n === null ? undefined : await store.byId(n);
+        if (row && (await store.delete(row.id))) gone.push(row);
+      }
+      if (r.oauth_client && r.oauth_client !== 'hub') gone.push(...(await store.deleteByClient(r.oauth_client)));
+      for (const row of gone) announce('token_revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
+      if (gone.length) void audit.publish('token', 'delete', { who: r.by, what: r.oauth_client || 'tokens', outcome: 'ok', reason: r.reason, tokens: gone.map(tokenId) });
+      return { ids: gone.map(tokenId) };
     },
 
     async listTokens(owner: Owner) {

@@ -43,7 +43,7 @@ await runActor('tokens', async (ctx) => {
     grpc: {
       ResolveToken: h.resolveToken, OwnerScopes: h.ownerScopes, CreateToken: h.createToken,
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
-      RevokeSessionTokens: h.revokeSessionTokens,
+      RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
     },
     close: async () => {
       clearInterval(purge);

@@ -81,6 +81,13 @@ export class TokenStore {
     return ids;
   }
 
+  /** Removes every token an OAuth client issued and says which went (with their owners, for the events). */
+  async deleteByClient(client: string): Promise<{ id: number; owner_kind: string; owner_name: string }[]> {
+    const rows = await this.db.all<{ id: number; owner_kind: string; owner_name: string }>('SELECT id, owner_kind, owner_name FROM tokens WHERE oauth_client = ?', [client]);
+    await this.db.run('DELETE FROM tokens WHERE oauth_client = ?', [client]);
+    return rows;
+  }
+
   async renameOwner(kind: string, from: string, to: string): Promise<void> {
     await this.db.run('UPDATE tokens SET owner_name = ? WHERE owner_kind = ? AND owner_name = ?', [to, kind, from]);
   }

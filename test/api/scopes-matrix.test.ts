@@ -67,6 +67,7 @@ const MATRIX: Row[] = [
   ['PUT', '/groups/staff/properties', { course: 'x' }, row(200, 403, 403, 403, 403, 403, 403)],
   ['GET', '/services', undefined, row(200, 403, 403, 403, 403, 403, 403)],
   ['GET', '/services/culler', undefined, row(200, 403, 403, 403, 403, 403, 403)],
+  ['PUT', '/users/alice/password', { password: 'long-enough-1' }, row(204, 403, 403, 403, 403, 403, 403)],
   ['DELETE', '/users/victim', undefined, row(204, 403, 403, 403, 403, 403, 403)],
 ];
 

@@ -1,8 +1,9 @@
 // `npm run bench [name ...]`: runs the named benchmarks (all when none is named) and prints their figures.
 import { api } from './api.js';
 import { footprint } from './footprint.js';
+import { proxy } from './proxy.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

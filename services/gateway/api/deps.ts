@@ -6,6 +6,7 @@ import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import type { Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
 import type { ServerMirror } from '../servers.js';
+import type { WebSessions } from '../web/sessions.js';
 import type { NatsConnection } from '../../../shared/nats.js';
 import type { ApiRequest } from './router.js';
 
@@ -19,6 +20,8 @@ export interface ApiDeps {
   spawner: GrpcClient;
   /** the spawner's registry, as this gateway last heard it */
   servers: ServerMirror;
+  /** browser logins (the `hub-hub-login` cookie) */
+  web: WebSessions;
   nc: NatsConnection;
   book: Map<string, ConfiguredRole>;
   services: Map<string, ServiceConfig>;

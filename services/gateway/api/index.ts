@@ -5,11 +5,14 @@ import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
 import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
+import { passwordRoutes } from './passwords.js';
+import { proxyRoutes } from './proxy.js';
 import { apiSegments, authorize, compileRoutes, findRoute } from './router.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 
 const AUTH_HEADER = /^(?:token|bearer)\s+(\S+)$/i;
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** `Authorization: token X`, `Authorization: bearer X`, or `?token=X`. */
 export function requestToken(info: RequestInfo, query: URLSearchParams): string | null {
@@ -20,7 +23,7 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
 
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
-  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps)]);
+  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)]);
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);
@@ -29,7 +32,14 @@ export function createApi(deps: ApiDeps) {
     const { route, params } = findRoute(routes, info.method === 'HEAD' ? 'GET' : info.method, segments);
     const query = new URLSearchParams(info.query);
     const token = requestToken(info, query);
-    const identity = token ? await identities.resolve(token) : null;
+    let identity = token ? await identities.resolve(token) : null;
+    if (!token) {
+      // A browser: the login cookie identifies it; then every write needs the session's XSRF token.
+      identity = await deps.web.identify(info);
+      if (identity && !SAFE_METHODS.has(info.method) && !deps.web.xsrfValid(info, deps.web.xsrfFor(identity.sessionId))) {
+        throw errors.forbidden(`'_xsrf' argument missing or invalid for ${info.method}`, 'HUB_ERR_XSRF');
+      }
+    }
     const held = await authorize(route, params, identity);
     const who = identity ? `${identity.owner.kind}:${identity.owner.name}` : 'anonymous';
     await route.handle({ info, reply, params, query, body, identity, held, who });

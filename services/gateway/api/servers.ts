@@ -7,6 +7,19 @@ import type { ApiRequest, Route } from './router.js';
 
 const KEEPALIVE_MS = 8000;
 
+/**
+ * With Authenticator.refresh_pre_spawn, a browser login is re-checked with its authenticator before a
+ * server starts (a token carries no login to re-check).
+ */
+export async function refreshBeforeSpawn(deps: ApiDeps, sessionId: string | undefined): Promise<void> {
+  if (!deps.config.Authenticator.refresh_pre_spawn || !sessionId) return;
+  const r = await deps.auth.call<{ valid: boolean }>('RefreshUser', { session_id: sessionId, by: 'actor:gateway (pre-spawn)' });
+  if (!r.valid) {
+    deps.web.forgetSession(sessionId);
+    throw errors.forbidden('Your login has expired; sign in again to start a server', 'HUB_ERR_LOGIN_EXPIRED');
+  }
+}
+
 export function serverRoutes(deps: ApiDeps): Route[] {
   const { config, spawner, servers, users } = deps;
   const serverResource = async (params: Record<string, string>) => {
@@ -35,6 +48,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
+    await refreshBeforeSpawn(deps, req.identity?.sessionId);
     const r = await spawner.call<{ status: string }>('StartServer', { user, name: server, user_options_json: userOptions(req), by: req.who },
       (config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000);
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });

@@ -1,0 +1,51 @@
+// /hub/api/proxy (reference §2.9): the routing table as the proxy-router keeps it, and a way to make
+// it reconcile now. The hub's proxy is built in, so PATCH cannot point it somewhere else.
+import { errors } from '../../../shared/errors.js';
+import { createGrpcClient } from '../../../shared/grpc.js';
+import { grpcSocketPath } from '../../../shared/paths.js';
+import { isPlainObject, type ApiDeps } from './deps.js';
+import { pageBody, parsePage } from './pagination.js';
+import type { ApiRequest, Route } from './router.js';
+
+interface RouteMessage { routespec: string; target: string; data_json: string }
+
+export function proxyRoutes(deps: ApiDeps): Route[] {
+  const { config } = deps;
+  const router = createGrpcClient('proxy-router', grpcSocketPath(config.Hub.data_dir, 'proxy-router'), config.Hub.rpc_timeout * 1000);
+
+  async function reconcile(req: ApiRequest): Promise<void> {
+    await router.call('Reconcile', { by: req.who });
+    req.reply.send(200, '', { 'Content-Type': 'application/json' });
+  }
+
+  return [
+    {
+      method: 'GET', path: '/proxy', access: ['proxy'],
+      async handle(req) {
+        const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
+        const r = await router.call<{ routes: RouteMessage[]; total: number }>('ListRoutes', { offset: page.offset, limit: page.limit });
+        const items: Record<string, unknown> = {};
+        for (const route of r.routes) items[route.routespec] = { routespec: route.routespec, target: route.target, data: JSON.parse(route.data_json) };
+        req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
+      },
+    },
+    { method: 'POST', path: '/proxy', access: ['proxy'], handle: reconcile },
+    {
+      method: 'PATCH', path: '/proxy', access: ['proxy'],
+      async handle(req) {
+        if (!req.body?.length) throw errors.badRequest('need JSON body');
+        let body: unknown;
+        try {
+          body = JSON.parse(req.body.toString('utf8'));
+        } catch {
+          throw errors.badRequest('Request body must be JSON dict');
+        }
+        if (!isPlainObject(body)) throw errors.badRequest('Request body must be JSON dict');
+        if ('api_url' in body || 'auth_token' in body) {
+          throw errors.badRequest("This hub's proxy is built in (the gateway and the proxy-router): there is no external proxy API to point at, so api_url and auth_token do not apply");
+        }
+        await reconcile(req); // other keys are ignored, as the reference does
+      },
+    },
+  ];
+}

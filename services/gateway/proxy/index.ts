@@ -1,0 +1,98 @@
+// The gateway's proxy: every path outside /hub is looked up in the routing table and forwarded to its
+// route's target; /user/<name>/… with no route goes to the hub's page for that server. Nothing is
+// ever forwarded for a path without a route, and nowhere but to a route's registered target.
+import type uWS from 'uWebSockets.js';
+import { errors } from '../../../shared/errors.js';
+import type { Logger } from '../../../shared/log.js';
+import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
+import { subjects } from '../../../shared/subjects.js';
+import type { ActivityRecorder } from './activity.js';
+import { answerError, createAgents, forwardHttp, type ForwardOptions } from './forward.js';
+import { normalizePath, type NormalPath } from './path.js';
+import type { RouteEntry, RouteTable } from './table.js';
+import { webSocketBehavior, type Bridge } from './websocket.js';
+
+/** One unreachable report per route per this long is plenty for the proxy-router. */
+const UNREACHABLE_REPORT_MS = 5000;
+
+export interface ProxyDeps {
+  routes: () => RouteTable;
+  activity: ActivityRecorder;
+  nc: NatsConnection;
+  log: Logger;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
+
+export function createProxy(deps: ProxyDeps) {
+  const { routes, activity, log } = deps;
+  const agents = createAgents();
+
+  function onUnreachable(entry: RouteEntry): void {
+    const now = Date.now();
+    if (now - entry.reportedUnreachable < UNREACHABLE_REPORT_MS) return;
+    entry.reportedUnreachable = now;
+    deps.nc.publish(subjects.event('route', 'unreachable'), encodeJson({ routespec: entry.route.routespec, target: entry.route.target }));
+  }
+
+  const forwardOptions: ForwardOptions = { connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, log, onUnreachable };
+
+  /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
+  function routeOf(n: NormalPath): RouteEntry | null {
+    if (n.segments[0] === 'hub') return null;
+    const entry = routes().match(n.segments);
+    return entry && !entry.hub ? entry : null;
+  }
+
+  /** `/user/<name>/…` without a running server: the hub's page for it offers to start it. */
+  function redirectToHub(res: uWS.HttpResponse, n: NormalPath, query: string): void {
+    res.cork(() => res.writeStatus('302 Found').writeHeader('Location', `/hub${n.path}${query ? `?${query}` : ''}`).end());
+  }
+
+  return {
+    /** True when the proxy answered (forwarded, redirected or refused); false leaves the request to the hub. */
+    handle(res: uWS.HttpResponse, req: uWS.HttpRequest): boolean {
+      const raw = req.getUrl();
+      if (isHubPath(raw)) return false;
+      const n = normalizePath(raw);
+      if (!n) {
+        answerError(res, errors.badRequest('Invalid request path'), req.getHeader('accept').includes('text/html'));
+        return true;
+      }
+      const entry = routeOf(n);
+      if (entry) {
+        activity.touch(entry);
+        forwardHttp(res, req, entry, n.path, agents, forwardOptions);
+        return true;
+      }
+      if (n.segments[0] === 'user' && n.segments.length > 1 && n.segments[1] !== '') {
+        redirectToHub(res, n, req.getQuery());
+        return true;
+      }
+      return false;
+    },
+
+    websocket: webSocketBehavior({
+      connectTimeoutMs: deps.connectTimeoutMs,
+      log,
+      routeFor(req: uWS.HttpRequest) {
+        const raw = req.getUrl();
+        if (isHubPath(raw)) return null;
+        const n = normalizePath(raw);
+        const entry = n && routeOf(n);
+        return entry ? { entry, path: n.path } : null;
+      },
+      touch: (entry) => activity.touch(entry),
+      onUnreachable,
+    }) satisfies uWS.WebSocketBehavior<Bridge>,
+
+    close(): void {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  };
+}
+
+export type Proxy = ReturnType<typeof createProxy>;

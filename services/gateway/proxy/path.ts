@@ -1,0 +1,60 @@
+// Request paths are normalised once, here: percent-decoded per segment, dot segments resolved
+// (including encoded ones such as %2e%2e), then re-encoded. Routes are matched on the decoded
+// segments and the target receives the re-encoded path, so what was matched is what is forwarded:
+// no `..` or encoded slash can make the target see a path outside the matched route's prefix.
+
+export interface NormalPath {
+  /** decoded segments; `/a/b/` → ['a', 'b', ''] */
+  segments: string[];
+  /** the path to forward, canonically encoded */
+  path: string;
+}
+
+/** Characters a path segment may carry unencoded (RFC 3986 pchar). */
+const PLAIN_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]*$/;
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export function encodeSegment(s: string): string {
+  if (PLAIN_SEGMENT.test(s)) return s;
+  // encodeURIComponent also escapes sub-delimiters that are legal in paths; keep those as sent
+  return encodeURIComponent(s).replace(/%(24|26|2B|2C|3B|3D|3A|40)/g, (m) => decodeURIComponent(m));
+}
+
+/** Null when the path cannot be accepted: not absolute, bad percent-encoding, or a control character. */
+export function normalizePath(raw: string): NormalPath | null {
+  if (raw[0] !== '/') return null;
+  const parts = raw.split('/');
+  parts.shift();
+  // The common case: nothing encoded, no dot segment, no backslash: the path is already canonical.
+  if (!raw.includes('%') && !raw.includes('/.') && !raw.includes('\\')) {
+    return CONTROL.test(raw) ? null : { segments: parts, path: raw };
+  }
+  const out: string[] = [];
+  for (let i = 0; i < parts.length; i++) {
+    let s: string;
+    try {
+      s = decodeURIComponent(parts[i]);
+    } catch {
+      return null;
+    }
+    if (CONTROL.test(s)) return null;
+    const last = i === parts.length - 1;
+    if (s === '.' || s === '..') {
+      if (s === '..') out.pop();
+      if (last) out.push(''); // `/a/b/..` is `/a/`
+      continue;
+    }
+    out.push(s);
+  }
+  return { segments: out, path: `/${out.map(encodeSegment).join('/')}` };
+}
+
+/** The segments a routespec matches: `/user/alice/` → ['user', 'alice']; `/` → []. Null for host-based specs. */
+export function routespecSegments(routespec: string): string[] | null {
+  const n = normalizePath(routespec);
+  if (!n) return null;
+  const segs = n.segments;
+  while (segs.length && segs[segs.length - 1] === '') segs.pop();
+  return segs;
+}

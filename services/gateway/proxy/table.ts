@@ -1,0 +1,114 @@
+// The gateway's copy of the routing table: a trie with one map per path segment, so finding the
+// longest matching route costs one map lookup per segment of the request path, however many routes
+// there are.
+import type { Route } from '../../../shared/routes.js';
+import { routespecSegments } from './path.js';
+
+/** A route ready to forward to, plus the activity bookkeeping the gateway keeps per route. */
+export interface RouteEntry {
+  readonly route: Route;
+  /** the hub's own route: the gateway answers these paths itself */
+  readonly hub: boolean;
+  readonly protocol: 'http:' | 'https:';
+  readonly hostname: string;
+  readonly port: number;
+  /** the target URL's path without its trailing slash, prefixed to forwarded paths ('' usually) */
+  readonly basePath: string;
+  /** ms of the latest forwarded traffic not yet published, 0 when none */
+  lastActivity: number;
+  /** ms when this gateway last told the proxy-router the target was unreachable */
+  reportedUnreachable: number;
+}
+
+interface Node {
+  children?: Map<string, Node>;
+  entry?: RouteEntry;
+}
+
+/** Null when the target is not an http(s) URL: such a route is never forwarded to. */
+export function toEntry(route: Route): RouteEntry | null {
+  let url: URL;
+  try {
+    url = new URL(route.target);
+  } catch {
+    return null;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) return null;
+  return {
+    route,
+    hub: route.data.hub === true,
+    protocol: url.protocol,
+    hostname: url.hostname.replace(/^\[|\]$/g, ''),
+    port: Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    basePath: url.pathname.replace(/\/+$/, ''),
+    lastActivity: 0,
+    reportedUnreachable: 0,
+  };
+}
+
+export class RouteTable {
+  private readonly root: Node = {};
+  private count = 0;
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** Adds or replaces the route at its routespec; false when the route cannot be used (bad spec or target). */
+  set(route: Route): boolean {
+    const segs = routespecSegments(route.routespec);
+    const entry = toEntry(route);
+    if (!segs || !entry) return false;
+    let node = this.root;
+    for (const s of segs) {
+      node.children ??= new Map();
+      let next = node.children.get(s);
+      if (!next) node.children.set(s, (next = {}));
+      node = next;
+    }
+    if (!node.entry) this.count++;
+    node.entry = entry;
+    return true;
+  }
+
+  /** Removes the route and prunes the branches it leaves empty, so churn does not grow the trie. */
+  delete(routespec: string): void {
+    const segs = routespecSegments(routespec);
+    if (!segs) return;
+    const path: Node[] = [this.root];
+    for (const s of segs) {
+      const next = path[path.length - 1].children?.get(s);
+      if (!next) return;
+      path.push(next);
+    }
+    const node = path[path.length - 1];
+    if (node.entry?.route.routespec !== routespec) return; // another spelling of the same path owns it now
+    node.entry = undefined;
+    this.count--;
+    for (let i = segs.length; i > 0; i--) {
+      const n = path[i];
+      if (n.entry || n.children?.size) break;
+      path[i - 1].children!.delete(segs[i - 1]);
+    }
+  }
+
+  /** The route with the longest prefix of `segments` (whole segments only), or null. */
+  match(segments: readonly string[]): RouteEntry | null {
+    let node: Node | undefined = this.root;
+    let best = node.entry ?? null;
+    for (let i = 0; i < segments.length; i++) {
+      node = node.children?.get(segments[i]);
+      if (!node) break;
+      if (node.entry) best = node.entry;
+    }
+    return best;
+  }
+
+  get(routespec: string): RouteEntry | null {
+    const segs = routespecSegments(routespec);
+    if (!segs) return null;
+    let node: Node | undefined = this.root;
+    for (const s of segs) if (!(node = node.children?.get(s))) return null;
+    return node.entry ?? null;
+  }
+}

@@ -1,0 +1,110 @@
+// Browser logins: the sealed `hub-hub-login` cookie names a login session kept by the auth actor;
+// `hub-session-id` ties the OAuth tokens issued during that login to it; XSRF tokens are bound to it.
+import type { HubConfig } from '../../../shared/config.js';
+import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
+import type { GrpcClient } from '../../../shared/grpc.js';
+import type { Identity } from '../caches.js';
+import type { RequestInfo } from '../http.js';
+
+export const LOGIN_COOKIE = 'hub-hub-login';
+export const SESSION_COOKIE = 'hub-session-id';
+export const XSRF_COOKIE = '_xsrf';
+
+interface LoginPayload { u: string; s: string; t: number }
+interface SessionFacts { valid: boolean; user: string; refreshedMs: number; until: number }
+
+export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: GrpcClient) {
+  const sealer = new CookieSealer(config.Hub.cookie_secret);
+  const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
+  const cacheMs = config.Hub.cache_max_age * 1000;
+  const refreshMs = config.Authenticator.auth_refresh_age * 1000;
+  const sessions = new Map<string, SessionFacts>();
+  const scopesOf = new Map<string, { scopes: ReadonlySet<string>; until: number }>();
+  const secureCookies = config.Hub.public_url.startsWith('https://');
+
+  const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
+
+  async function session(id: string): Promise<SessionFacts> {
+    const hit = sessions.get(id);
+    if (hit && hit.until > Date.now()) return hit;
+    const s = await auth.call<{ valid: boolean; user: string; refreshed: string }>('CheckSession', { session_id: id });
+    const facts = { valid: s.valid, user: s.user, refreshedMs: Date.parse(s.refreshed) || 0, until: Date.now() + cacheMs };
+    if (sessions.size > 100_000) sessions.clear();
+    sessions.set(id, facts);
+    return facts;
+  }
+
+  /** The login's scopes are its user's own (roles, groups): asked of the tokens actor, kept until an event. */
+  async function ownerScopes(user: string): Promise<ReadonlySet<string>> {
+    const hit = scopesOf.get(user);
+    if (hit && hit.until > Date.now()) return hit.scopes;
+    const r = await tokens.call<{ scopes: string[] }>('OwnerScopes', { kind: 'user', name: user });
+    const scopes = new Set(r.scopes);
+    if (scopesOf.size > 100_000) scopesOf.clear();
+    scopesOf.set(user, { scopes, until: Date.now() + cacheMs });
+    return scopes;
+  }
+
+  return {
+    sealer,
+    isSecure,
+
+    /** The logged-in user of a browser request, or null (no cookie, forged, expired, logged out, refused on refresh). */
+    async identify(info: RequestInfo): Promise<Identity | null> {
+      const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[LOGIN_COOKIE]);
+      if (!payload || typeof payload.s !== 'string' || Date.now() - payload.t > maxAgeMs) return null;
+      let s = await session(payload.s);
+      if (!s.valid || s.user !== payload.u) return null;
+      if (Date.now() - s.refreshedMs > refreshMs) {
+        const r = await auth.call<{ valid: boolean; user: string; refreshed: string }>('RefreshUser', { session_id: payload.s, by: `user:${payload.u}` });
+        s = { valid: r.valid, user: r.user, refreshedMs: Date.parse(r.refreshed) || Date.now(), until: Date.now() + cacheMs };
+        sessions.set(payload.s, s);
+        if (!s.valid) return null;
+      }
+      return { owner: { kind: 'user', name: s.user }, tokenId: '', sessionId: payload.s, scopes: await ownerScopes(s.user) };
+    },
+
+    loginCookies(info: RequestInfo, user: string, sessionId: string): string[] {
+      const secure = isSecure(info);
+      return [
+        serializeCookie(LOGIN_COOKIE, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { path: '/hub/', maxAgeSeconds: maxAgeMs / 1000, secure }),
+        serializeCookie(SESSION_COOKIE, sessionId, { path: '/', secure }),
+      ];
+    },
+
+    clearCookies(info: RequestInfo): string[] {
+      const secure = isSecure(info);
+      return [
+        serializeCookie(LOGIN_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure }),
+        serializeCookie(SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0, secure }),
+        serializeCookie(XSRF_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure, httpOnly: false }),
+      ];
+    },
+
+    /** XSRF token of a logged-in browser: bound to its session, so it cannot be replayed from another login. */
+    xsrfFor: (sessionId: string) => sealer.mac(`xsrf:${sessionId}`),
+
+    /** For anonymous forms (the login form): a random value in a cookie, repeated in the form. */
+    anonymousXsrf(info: RequestInfo): { value: string; setCookie?: string } {
+      const existing = parseCookies(info.headers.cookie)[XSRF_COOKIE];
+      if (existing && /^[A-Za-z0-9_-]{16,64}$/.test(existing)) return { value: existing };
+      const value = sealer.mac(`anon:${Math.random()}:${Date.now()}`).slice(0, 32);
+      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: '/hub/', maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
+    },
+
+    /** The XSRF value a request carries (form field, query, or header), checked against what it should be. */
+    xsrfValid(info: RequestInfo, expected: string, formValue?: string | null): boolean {
+      const given = formValue ?? info.headers['x-xsrftoken'] ?? info.headers['x-csrftoken'] ?? new URLSearchParams(info.query).get('_xsrf');
+      return typeof given === 'string' && given.length > 0 && macEquals(given, expected);
+    },
+
+    forgetSession: (id: string) => sessions.delete(id),
+    forgetUser: (user: string) => scopesOf.delete(user),
+    clear() {
+      sessions.clear();
+      scopesOf.clear();
+    },
+  };
+}
+
+export type WebSessions = ReturnType<typeof createWebSessions>;

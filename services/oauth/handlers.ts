@@ -1,0 +1,209 @@
+// The oauth actor's operations: OAuth clients (single-user servers registered by the spawner, services
+// from the config) and authorization codes: issued once a user has agreed, redeemed once by their client
+// for an access token that the tokens actor mints. A code presented twice revokes what it yielded (RFC 6749 §4.1.2).
+import { createHash, randomBytes } from 'node:crypto';
+import type { AuditPublisher } from '../../shared/audit.js';
+import type { HubConfig } from '../../shared/config.js';
+import { errors, HubError } from '../../shared/errors.js';
+import type { GrpcClient } from '../../shared/grpc.js';
+import type { Logger } from '../../shared/log.js';
+import type { ServiceConfig } from '../../shared/roles.js';
+import { GENERATED_ROUNDS, hashSecret, SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
+import { isoNow } from '../../shared/time.js';
+import type { ClientRow, CodeRow, OAuthStore } from './store.js';
+
+/** Authorization codes are good for this long (upstream: 300 s). */
+export const CODE_LIFETIME_MS = 300_000;
+/** Redeemed codes are remembered this long past their expiry, so a replay still revokes what they yielded. */
+export const USED_CODE_MEMORY_MS = 3_600_000;
+
+export interface OAuthDeps {
+  config: HubConfig;
+  store: OAuthStore;
+  tokens: GrpcClient;
+  audit: AuditPublisher;
+  log: Logger;
+}
+
+/** A client as it should be stored; `secret` is hashed on the way in. */
+export interface ClientSpec {
+  client_id: string; kind: 'server' | 'service'; description: string; redirect_uri: string; allowed_scopes: string[];
+  no_confirm: boolean; user: string; server_name: string; service: string; secret: string; rounds: number;
+}
+
+const digest = (code: string) => createHash('sha256').update(code).digest('base64url');
+
+/** 32 URL-safe characters from 192 random bits. */
+const newCode = () => randomBytes(24).toString('base64url');
+
+export function accessScopeOf(c: { kind: string; user_name: string; server_name: string; service: string }): string {
+  return c.kind === 'server' ? `access:servers!server=${c.user_name}/${c.server_name}` : `access:services!service=${c.service}`;
+}
+
+function clientMessage(row: ClientRow) {
+  return {
+    client_id: row.client_id, kind: row.kind, description: row.description, redirect_uri: row.redirect_uri,
+    allowed_scopes: JSON.parse(row.allowed_scopes) as string[], no_confirm: row.no_confirm === 1, user: row.user_name,
+    server_name: row.server_name, service: row.service, access_scope: accessScopeOf(row),
+  };
+}
+
+/**
+ * The OAuth clients configured services should have (reference §6.1): a service with a `url` or an OAuth
+ * option is a client `service-<name>` (or its `oauth_client_id`), its `api_token` the secret. One without
+ * a token cannot authenticate at the token endpoint and is left out, loudly.
+ */
+export function serviceClientSpecs(services: ServiceConfig[], log?: Logger): ClientSpec[] {
+  const specs: ClientSpec[] = [];
+  for (const svc of services) {
+    const redirect = typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : '';
+    const clientId = typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`;
+    if (!svc.url && !redirect && typeof svc.oauth_client_id !== 'string') continue;
+    if (!svc.api_token) {
+      log?.warn({ event: 'oauth.service_without_token', service: svc.name }, 'service has a url but no api_token: it cannot be an OAuth client');
+      continue;
+    }
+    // the same prefix the supervisor gives the service as HUB_SERVICE_PREFIX
+    const callback = redirect || `/services/${encodeURIComponent(svc.name)}/oauth_callback`;
+    const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
+    specs.push({
+      client_id: clientId, kind: 'service', description: `Hub service ${svc.name}`, redirect_uri: callback,
+      allowed_scopes: [...new Set([...allowed, `access:services!service=${svc.name}`])], no_confirm: svc.oauth_no_confirm === true,
+      user: '', server_name: '', service: svc.name, secret: svc.api_token, rounds: SUPPLIED_ROUNDS,
+    });
+  }
+  return specs;
+}
+
+/** RFC 7636: S256 compares base64url(SHA-256(verifier)); plain compares the strings. */
+export function pkceMatches(challenge: string, method: string, verifier: string): boolean {
+  const derived = method === 'S256' ? createHash('sha256').update(verifier).digest('base64url') : verifier;
+  const a = Buffer.from(derived);
+  const b = Buffer.from(challenge);
+  return a.length === b.length && a.equals(b);
+}
+
+export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuthDeps) {
+  const tokenLifetimeS = config.Hub.oauth_token_expires_in || config.Hub.cookie_max_age_days * 86_400;
+
+  async function putClient(spec: ClientSpec): Promise<ClientRow> {
+    const row: ClientRow = {
+      client_id: spec.client_id, secret_hash: hashSecret(spec.secret, spec.rounds), kind: spec.kind, description: spec.description,
+      redirect_uri: spec.redirect_uri, allowed_scopes: JSON.stringify(spec.allowed_scopes), no_confirm: spec.no_confirm ? 1 : 0,
+      user_name: spec.user, server_name: spec.server_name, service: spec.service, created: isoNow(),
+    };
+    await store.putClient(row);
+    return row;
+  }
+
+  /** A client goes with every token it issued: they were good for reaching it only. */
+  async function removeClient(clientId: string, by: string): Promise<void> {
+    if (!(await store.deleteClient(clientId))) return;
+    await tokens.call('RevokeTokens', { ids: [], oauth_client: clientId, by, reason: 'oauth client removed' }).catch((e: HubError) =>
+      log.warn({ event: 'oauth.client_tokens.revoke_failed', client_id: clientId, err: e.message }, 'tokens of a removed client not revoked'));
+    void audit.publish('oauth_client', 'delete', { who: by, what: clientId, outcome: 'ok' });
+  }
+
+  async function mustClient(clientId: string): Promise<ClientRow> {
+    const row = clientId ? await store.client(clientId) : undefined;
+    if (!row) throw errors.notFound(`No such OAuth client: ${clientId.slice(0, 100)}`, 'HUB_ERR_OAUTH_CLIENT_NOT_FOUND');
+    return row;
+  }
+
+  /** A replayed code: whatever it yielded is revoked, since one of the two presenters is not the client. */
+  async function onReplay(row: CodeRow): Promise<never> {
+    const ids = await store.markReused(row.code_hash);
+    if (ids.length) await tokens.call('RevokeTokens', { ids, oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
+    log.warn({ event: 'oauth.code_reused', client_id: row.client_id, user: row.user_name, revoked: ids }, 'authorization code presented again: its tokens are revoked');
+    void audit.publish('oauth_code', 'reuse', { who: `oauth:${row.client_id}`, what: `user:${row.user_name}`, outcome: 'denied', revoked: ids });
+    throw errors.oauth('invalid_grant', 'Authorization code has already been used');
+  }
+
+  return {
+    async registerServerClient(r: { client_id: string; user: string; server_name: string; url: string; secret: string }) {
+      if (!r.client_id || !r.user || !r.url.startsWith('/') || !r.secret) throw errors.badRequest('client_id, user, url and secret are required');
+      const row = await putClient({
+        client_id: r.client_id, kind: 'server', description: `Server at ${r.url}`, redirect_uri: `${r.url}oauth_callback`, allowed_scopes: [],
+        no_confirm: false, user: r.user, server_name: r.server_name, service: '', secret: r.secret, rounds: GENERATED_ROUNDS,
+      });
+      void audit.publish('oauth_client', 'register', { who: 'actor:spawner', what: r.client_id, outcome: 'ok' });
+      return clientMessage(row);
+    },
+
+    async deleteClient(r: { client_id: string; by: string }) {
+      await removeClient(r.client_id, r.by || 'actor:spawner');
+      return {};
+    },
+
+    async getClient(r: { client_id: string }) {
+      return clientMessage(await mustClient(r.client_id));
+    },
+
+    async issueCode(r: {
+      client_id: string; user: string; scopes: string[]; redirect_uri: string; session_id: string; code_challenge: string; code_challenge_method: string;
+    }) {
+      const client = await mustClient(r.client_id);
+      if (r.redirect_uri !== client.redirect_uri) throw errors.badRequest('redirect_uri does not match the registered one');
+      if (r.code_challenge && !['S256', 'plain'].includes(r.code_challenge_method)) throw errors.oauth('invalid_request', 'code_challenge_method must be S256 or plain');
+      const code = newCode();
+      const expiresAt = Date.now() + CODE_LIFETIME_MS;
+      await store.insertCode({
+        code_hash: digest(code), client_id: client.client_id, user_name: r.user, scopes: JSON.stringify(r.scopes), redirect_uri: client.redirect_uri,
+        session_id: r.session_id, code_challenge: r.code_challenge, code_challenge_method: r.code_challenge ? r.code_challenge_method : '', expires_at: expiresAt,
+      });
+      void audit.publish('oauth_code', 'issue', { who: `user:${r.user}`, what: client.client_id, outcome: 'ok', scopes: r.scopes });
+      return { code, expires_at_ms: expiresAt };
+    },
+
+    /** The checks of RFC 6749 §4.1.3 in order: client, code, redirect_uri, PKCE; then the one redemption. */
+    async exchangeCode(r: { client_id: string; client_secret: string; code: string; redirect_uri: string; code_verifier: string }) {
+      const client = r.client_id ? await store.client(r.client_id) : undefined;
+      if (!client || !r.client_secret || !verifySecret(r.client_secret, client.secret_hash)) throw errors.oauth('invalid_client', 'Client authentication failed');
+      const row = r.code ? await store.code(digest(r.code)) : undefined;
+      if (!row || row.client_id !== client.client_id) throw errors.oauth('invalid_grant', 'Invalid authorization code');
+      if (row.used_at !== null) return onReplay(row);
+      if (row.expires_at <= Date.now()) throw errors.oauth('invalid_grant', 'Authorization code has expired');
+      if (r.redirect_uri && r.redirect_uri !== row.redirect_uri) throw errors.oauth('invalid_request', 'redirect_uri does not match the one the code was issued for');
+      if (row.code_challenge) {
+        if (!r.code_verifier) throw errors.oauth('invalid_request', 'code_verifier is required');
+        if (!pkceMatches(row.code_challenge, row.code_challenge_method, r.code_verifier)) throw errors.oauth('invalid_grant', 'code_verifier does not match the code_challenge');
+      }
+      if (!(await store.claimCode(row.code_hash, Date.now()))) return onReplay(row);
+      const scopes = JSON.parse(row.scopes) as string[];
+      const minted = await tokens.call<{ model: { id: string }; token: string }>('IssueOAuthToken', {
+        user: row.user_name, scopes, session_id: row.session_id, oauth_client: client.client_id, note: client.description, expires_in: tokenLifetimeS,
+      });
+      // a replay that arrived while the token was being minted found no token to revoke: revoke it now
+      if ((await store.recordToken(row.code_hash, minted.model.id)).reused) {
+        await tokens.call('RevokeTokens', { ids: [minted.model.id], oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
+        throw errors.oauth('invalid_grant', 'Authorization code has already been used');
+      }
+      void audit.publish('oauth_code', 'redeem', { who: `oauth:${client.client_id}`, what: `user:${row.user_name}/${minted.model.id}`, outcome: 'ok' });
+      return { access_token: minted.token, scope: scopes.join(' '), expires_in: tokenLifetimeS, token_id: minted.model.id, user: row.user_name };
+    },
+
+    /** At start: configured services' clients created or updated; those of services no longer configured removed. */
+    async syncServiceClients(services: ServiceConfig[]): Promise<void> {
+      const specs = serviceClientSpecs(services, log);
+      for (const spec of specs) await putClient(spec);
+      const wanted = new Set(specs.map((s) => s.client_id));
+      for (const row of await store.clientsOfKind('service')) {
+        if (!wanted.has(row.client_id)) await removeClient(row.client_id, 'actor:oauth (service no longer configured)');
+      }
+      log.info({ event: 'oauth.service_clients', clients: [...wanted] }, 'service OAuth clients registered');
+    },
+
+    /** At start: server clients whose server has no record any more are stale (the stop was missed). */
+    async pruneServerClients(liveClientIds: ReadonlySet<string>): Promise<void> {
+      for (const row of await store.clientsOfKind('server')) {
+        if (!liveClientIds.has(row.client_id)) await removeClient(row.client_id, 'actor:oauth (server gone)');
+      }
+    },
+
+    async purgeCodes(): Promise<void> {
+      await store.deleteCodesExpiredBefore(Date.now() - USED_CODE_MEMORY_MS);
+    },
+  };
+}
+
+export type OAuthHandlers = ReturnType<typeof createOAuthHandlers>;

@@ -1,0 +1,182 @@
+// The reconciler: one change to the table at a time (a full reconciliation, or one server event),
+// each written to the `hub_routes` bucket, logged and audited. It keeps its own copy of the table,
+// being the bucket's only writer.
+import type { KV } from 'nats';
+import type { AuditPublisher } from '../../shared/audit.js';
+import type { HubError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/log.js';
+import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
+import { desiredRoutes, isServerRoute, planChanges, sameRoute, serverRoute, type Plan, type ServerFacts, type ServiceFacts } from './desired.js';
+
+/** Bucket writes in flight at once: a first reconciliation of many routes should not wait on each write in turn. */
+const WRITE_CONCURRENCY = 64;
+
+export interface ReconcilerDeps {
+  kv: KV;
+  log: Logger;
+  audit: AuditPublisher;
+  hubTarget: string;
+  services: ServiceFacts[];
+  /** the spawner's ready servers; throws when the spawner does not answer */
+  listServers(): Promise<ServerFacts[]>;
+  /** the table as it stands in the bucket at start */
+  initial: Map<string, Route>;
+}
+
+export interface Outcome {
+  added: number;
+  repointed: number;
+  removed: number;
+  servers_known: boolean;
+}
+
+export function createReconciler(deps: ReconcilerDeps) {
+  const { kv, log, audit } = deps;
+  const actual = new Map(deps.initial);
+  /** newest activity the gateways reported per routespec (kept here, not written per request to the bucket) */
+  const activity = new Map<string, string>();
+  let sorted: string[] | null = null;
+  let queue: Promise<unknown> = Promise.resolve();
+  let lastReconciled = '';
+
+  function serially<T>(work: () => Promise<T>): Promise<T> {
+    const run = queue.then(work);
+    queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async function write(route: Route, verb: 'add' | 'repoint', reason: string): Promise<void> {
+    const before = actual.get(route.routespec);
+    await putRoute(kv, route);
+    actual.set(route.routespec, route);
+    sorted = null;
+    log.info({ event: `route.${verb}`, routespec: route.routespec, target: route.target, previous: before?.target, reason }, `route ${verb}`);
+    void audit.publish('route', verb, { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
+  }
+
+  async function remove(route: Route, reason: string): Promise<void> {
+    await deleteRoute(kv, route.routespec);
+    actual.delete(route.routespec);
+    activity.delete(route.routespec);
+    sorted = null;
+    log.info({ event: 'route.remove', routespec: route.routespec, target: route.target, reason }, 'route remove');
+    void audit.publish('route', 'remove', { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
+  }
+
+  async function apply(plan: Plan, reason: string): Promise<void> {
+    const jobs = [
+      ...plan.add.map((r) => () => write(r, 'add', reason)),
+      ...plan.repoint.map((r) => () => write(r, 'repoint', reason)),
+      ...plan.remove.map((r) => () => remove(r, reason)),
+    ];
+    for (let i = 0; i < jobs.length; i += WRITE_CONCURRENCY) await Promise.all(jobs.slice(i, i + WRITE_CONCURRENCY).map((j) => j()));
+  }
+
+  async function serversOrNull(): Promise<ServerFacts[] | null> {
+    try {
+      return await deps.listServers();
+    } catch (e) {
+      log.warn({ event: 'proxy.spawner_unavailable', status: (e as HubError).status, err: (e as Error).message }, 'spawner did not list servers: server routes kept as they are');
+      return null;
+    }
+  }
+
+  return {
+    /** Compares what should exist with the table and makes the difference; server routes stay when the spawner is silent. */
+    reconcile: (reason: string): Promise<Outcome> => serially(async () => {
+      const servers = await serversOrNull();
+      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services, servers, actual), actual);
+      await apply(plan, reason);
+      lastReconciled = new Date().toISOString();
+      const outcome = { added: plan.add.length, repointed: plan.repoint.length, removed: plan.remove.length, servers_known: servers !== null };
+      if (plan.add.length || plan.repoint.length || plan.remove.length) log.info({ event: 'proxy.reconciled', reason, ...outcome }, 'routing table reconciled');
+      return outcome;
+    }),
+
+    /** hub.evt.server.<change>: a ready or adopted server gets its route; a stopping, stopped or failed one loses it. */
+    onServerEvent: (change: string, server: ServerFacts): Promise<void> => serially(async () => {
+      const reason = `server ${change}`;
+      if (change === 'ready' || change === 'adopted') {
+        const route = serverRoute(server);
+        if (!route) return;
+        const have = actual.get(route.routespec);
+        if (!have || !sameRoute(route, have)) await write(route, have ? 'repoint' : 'add', reason);
+      } else if (change === 'stopping' || change === 'stopped' || change === 'failed') {
+        const have = actual.get(server.url);
+        if (have && isServerRoute(have) && have.data.user === server.user && have.data.server_name === server.name) await remove(have, reason);
+      }
+    }),
+
+    /** hub.evt.activity.proxy from any gateway: newest time per route. */
+    noteActivity(routes: Record<string, string>): void {
+      for (const [spec, at] of Object.entries(routes)) {
+        if (typeof at === 'string' && actual.has(spec) && at > (activity.get(spec) ?? '')) activity.set(spec, at);
+      }
+    },
+
+    /** A page of the table ordered by routespec, each route with its newest known activity. */
+    list(offset: number, limit: number): { routes: Route[]; total: number } {
+      sorted ??= [...actual.keys()].sort();
+      const routes = sorted.slice(offset, offset + limit).map((spec) => withActivity(actual.get(spec)!));
+      return { routes, total: sorted.length };
+    },
+
+    size: () => actual.size,
+    lastReconciled: () => lastReconciled,
+  };
+
+  function withActivity(route: Route): Route {
+    const seen = activity.get(route.routespec);
+    const stored = typeof route.data.last_activity === 'string' ? route.data.last_activity : '';
+    return seen && seen > stored ? { ...route, data: { ...route.data, last_activity: seen } } : route;
+  }
+}
+
+export type Reconciler = ReturnType<typeof createReconciler>;
+
+/**
+ * Reconciles now, then every `intervalMs`; sooner (with backoff) while the spawner is silent or the
+ * bucket refuses writes, and soon after `soon()` (a gateway found a target unreachable).
+ */
+export function reconcilePeriodically(reconciler: Reconciler, intervalMs: number, log: Logger) {
+  const RETRY_FIRST_MS = 500;
+  const RETRY_MAX_MS = 30_000;
+  let retryMs = RETRY_FIRST_MS;
+  let timer: NodeJS.Timeout | undefined;
+  let due = Infinity;
+  let stopped = false;
+
+  function at(ms: number, reason: string): void {
+    if (stopped || Date.now() + ms >= due) return;
+    clearTimeout(timer);
+    due = Date.now() + ms;
+    timer = setTimeout(() => void run(reason), ms);
+    timer.unref();
+  }
+
+  async function run(reason: string): Promise<void> {
+    due = Infinity;
+    let settled = false;
+    try {
+      settled = (await reconciler.reconcile(reason)).servers_known;
+    } catch (e) {
+      log.error({ event: 'proxy.reconcile.failed', reason, err: (e as Error).message }, 'reconciliation failed, will retry');
+    }
+    if (settled) {
+      retryMs = RETRY_FIRST_MS;
+      at(intervalMs, 'periodic');
+    } else {
+      at(retryMs * (0.75 + Math.random() / 2), 'retry');
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+    }
+  }
+
+  void run('start');
+  return {
+    soon: (reason: string) => at(1000, reason),
+    stop(): void {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,222 @@
+// Proxy benchmark: a small GET through our gateway to a backend, against the same backend directly and
+// through configurable-http-proxy (Debian's package) in the same run, with wrk (32 connections); then
+// WebSocket echo round trips per second the same three ways; then the gateway's RSS before and after
+// 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the
+// size of the memory run (default 1,000,000).
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { failures, wrk, type WrkResult } from './wrk.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
+const WRK = { threads: 2, connections: 32, seconds: SECONDS };
+const WS_CONNECTIONS = 32;
+const PATH = '/services/bench/hello';
+const log = (line: string): void => console.log(`proxy: ${line}`);
+const problems: string[] = [];
+
+// ---- tools ----
+
+const onPath = (bin: string): boolean => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
+
+function aptInstall(pkg: string): void {
+  if (process.getuid?.() !== 0 || !onPath('apt-get')) return;
+  log(`installing ${pkg} (apt-get)`);
+  const opts: SpawnSyncOptions = { stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
+  if (spawnSync('apt-get', ['install', '-y', pkg], opts).status === 0) return;
+  spawnSync('apt-get', ['update'], { ...opts, timeout: 120_000 });
+  spawnSync('apt-get', ['install', '-y', pkg], opts);
+}
+
+function ensureTools(): void {
+  for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'configurable-http-proxy']]) {
+    if (!onPath(bin)) aptInstall(pkg);
+    if (!onPath(bin)) throw new Error(`${bin} is missing: install it with \`apt-get install -y ${pkg}\``);
+  }
+}
+
+function rssMb(pid: number | null | undefined): number {
+  return pid ? Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024 : 0;
+}
+
+/** A child process that prints its port as its first line. */
+async function startChild(label: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; firstLine: string }> {
+  const proc = spawn(cmd, args, { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => { out += d; });
+  proc.stderr!.on('data', (d) => { out += d; });
+  const firstLine = await waitFor(`${label} to start`, async () => {
+    if (proc.exitCode !== null) throw new Error(`${label} exited: ${out.slice(0, 500)}`);
+    return out.includes('\n') ? out.slice(0, out.indexOf('\n')) : undefined;
+  }, 15_000);
+  return { proc, firstLine };
+}
+
+// ---- the backend: node:http answering a small body, plus a `ws` echo server ----
+
+const BACKEND = `
+const http = require('node:http');
+const { WebSocketServer } = require(process.env.WS_MODULE);
+const server = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end('hello, world\\n'); });
+new WebSocketServer({ server }).on('connection', (ws) => ws.on('message', (d, binary) => ws.send(d, { binary })));
+server.listen(0, '127.0.0.1', () => console.log(server.address().port));
+`;
+
+async function startBackend(): Promise<{ proc: ChildProcess; port: number }> {
+  const wsModule = createRequire(join(REPO, 'package.json')).resolve('ws');
+  const { proc, firstLine } = await startChild('backend', process.execPath, ['-e', BACKEND], { WS_MODULE: wsModule });
+  return { proc, port: Number(firstLine) };
+}
+
+/** configurable-http-proxy with one route, set through its REST API as the established hub does. */
+async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url: string }> {
+  const [port, apiPort] = [await freePort(), await freePort()];
+  const token = randomBytes(16).toString('hex');
+  const proc = spawn('configurable-http-proxy', ['--ip', '127.0.0.1', '--port', String(port), '--api-ip', '127.0.0.1', '--api-port', String(apiPort), '--log-level', 'warn'], {
+    env: { ...process.env, NODE_PATH: '/usr/share/nodejs', CONFIGPROXY_AUTH_TOKEN: token }, stdio: 'ignore',
+  });
+  await waitFor('configurable-http-proxy to add the route', async () => {
+    const r = await fetch(`http://127.0.0.1:${apiPort}/api/routes/services/bench`, {
+      method: 'POST', headers: { authorization: `token ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ target: `http://127.0.0.1:${backendPort}` }),
+    });
+    return r.status === 201 ? true : undefined;
+  }, 15_000, 200);
+  return { proc, url: `http://127.0.0.1:${port}` };
+}
+
+// ---- measurements ----
+
+async function measureHttp(label: string, base: string, options = WRK): Promise<WrkResult> {
+  const check = await fetch(base + PATH);
+  const text = await check.text();
+  if (check.status !== 200 || text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${text.slice(0, 200)}`);
+  const r = await wrk(base + PATH, options);
+  if (failures(r) > 0) {
+    const line = `${label}: ${r.non2xx} error responses and ${failures(r) - r.non2xx} socket errors out of ${r.requests}: THESE FIGURES ARE MEANINGLESS`;
+    console.log(`!!!!! ${line}`);
+    problems.push(line);
+  }
+  log(`${label.padEnd(24)} ${options.connections} conn ${fmt(r)}`);
+  return r;
+}
+
+const fmt = (r: WrkResult): string => `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms`;
+
+/** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS; round trips per second. */
+async function measureWs(label: string, url: string): Promise<number> {
+  const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
+    const ws = new WebSocket(url);
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  })));
+  const deadline = Date.now() + SECONDS * 1000;
+  let trips = 0;
+  await Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
+    const payload = 'x'.repeat(64);
+    ws.on('message', () => {
+      trips++;
+      if (Date.now() < deadline) ws.send(payload);
+      else resolve();
+    });
+    ws.send(payload);
+  })));
+  for (const ws of clients) ws.close();
+  const perSecond = trips / SECONDS;
+  log(`${label.padEnd(24)} ${perSecond.toFixed(0).padStart(7)} WebSocket echo round trips/s (${WS_CONNECTIONS} connections)`);
+  return perSecond;
+}
+
+/** wrk against the gateway until `total` requests were proxied; RSS before (after a warm-up) and after. */
+async function measureMemory(hub: HubUnderTest, total: number): Promise<{ before: number; after: number; settled: number; requests: number }> {
+  const gateway = hub.children().gateway;
+  await wrk(hub.url + PATH, { ...WRK, seconds: 10 }); // warm-up: the heap settles at its working size
+  const before = rssMb(gateway);
+  let requests = 0;
+  while (requests < total) {
+    const r = await wrk(hub.url + PATH, { ...WRK, seconds: Math.min(30, Math.max(2, Math.ceil((total - requests) / 9000))) });
+    if (failures(r) > 0) problems.push(`memory run: ${failures(r)} failed requests`);
+    requests += r.requests;
+    log(`memory run: ${requests} requests so far, gateway RSS ${rssMb(gateway).toFixed(1)} MB`);
+  }
+  const after = rssMb(gateway);
+  await sleep(3000);
+  return { before, after, settled: rssMb(gateway), requests };
+}
+
+async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await f();
+  } catch (e) {
+    const line = `${what} failed: ${(e as Error).message.split('\n').slice(0, 10).join(' | ')}`;
+    console.log(`!!!!! ${line}`);
+    problems.push(line);
+    return undefined;
+  }
+}
+
+export async function proxy(): Promise<void> {
+  ensureTools();
+  const backend = await startBackend();
+  let hub: HubUnderTest | undefined;
+  let chp: { proc: ChildProcess; url: string } | undefined;
+  const cleanup = async () => {
+    chp?.proc.kill('SIGKILL');
+    backend.proc.kill('SIGKILL');
+    await hub?.stop();
+  };
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().then(() => process.exit(130)));
+  try {
+    hub = await startHub({ config: { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] } }, healthTimeoutMs: 30_000 });
+    await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
+    chp = await startChp(backend.port);
+    const direct = `http://127.0.0.1:${backend.port}`;
+    log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
+    const http = {
+      direct: await attempt('direct', () => measureHttp('backend directly', direct)),
+      ours: await attempt('gateway', () => measureHttp('through our gateway', hub!.url)),
+      chp: await attempt('chp', () => measureHttp('through chp', chp!.url)),
+    };
+    // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
+    const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
+    const idle = {
+      direct: await attempt('direct, 1 connection', () => measureHttp('backend directly', direct, one)),
+      ours: await attempt('gateway, 1 connection', () => measureHttp('through our gateway', hub!.url, one)),
+      chp: await attempt('chp, 1 connection', () => measureHttp('through chp', chp!.url, one)),
+    };
+    const ws = {
+      direct: await attempt('ws direct', () => measureWs('backend directly', `ws://127.0.0.1:${backend.port}/services/bench/ws`)),
+      ours: await attempt('ws gateway', () => measureWs('through our gateway', `${hub!.url.replace('http', 'ws')}/services/bench/ws`)),
+      chp: await attempt('ws chp', () => measureWs('through chp', `${chp!.url.replace('http', 'ws')}/services/bench/ws`)),
+    };
+    const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
+
+    console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET)`);
+    for (const [k, label] of [['direct', 'backend directly'], ['ours', 'our gateway'], ['chp', 'configurable-http-proxy']] as const) {
+      console.log(`  ${label.padEnd(26)} ${http[k] ? fmt(http[k]!) : 'n/a'}   ws ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s`);
+    }
+    if (http.ours && http.chp) {
+      console.log(`  ours/chp: ${(http.ours.reqPerSec / http.chp.reqPerSec).toFixed(1)}x req/s, p99 ${(http.ours.p99 / http.chp.p99).toFixed(2)}x of chp's`);
+    }
+    if (http.ours && http.direct) console.log(`  added p50 over direct: ${(http.ours.p50 - http.direct.p50).toFixed(2)} ms at 32 connections`);
+    for (const [k, label] of [['direct', 'backend directly'], ['ours', 'our gateway'], ['chp', 'configurable-http-proxy']] as const) {
+      console.log(`  1 connection: ${label.padEnd(26)} ${idle[k] ? fmt(idle[k]!) : 'n/a'}`);
+    }
+    if (idle.ours && idle.direct) console.log(`  added p50 over direct: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms at 1 connection`);
+    if (ws.ours && ws.chp) console.log(`  ws ours/chp: ${(ws.ours / ws.chp).toFixed(1)}x`);
+    if (memory) {
+      console.log(`  gateway RSS: ${memory.before.toFixed(1)} MB after warm-up, ${memory.after.toFixed(1)} MB after ${memory.requests} proxied requests, ${memory.settled.toFixed(1)} MB 3 s later`);
+    }
+  } finally {
+    await cleanup();
+  }
+  if (problems.length) {
+    console.log(`  PROBLEMS (${problems.length}):`);
+    for (const p of problems) console.log(`    ${p}`);
+    process.exitCode = 1;
+  }
+}

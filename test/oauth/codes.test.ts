@@ -1,0 +1,137 @@
+// The oauth actor's handlers on a real store with a recording stand-in for the tokens actor: code expiry,
+// one redemption when two race, service clients from config, pruning of stale clients.
+import test from 'ava';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { HubConfig } from '../../shared/config.js';
+import type { HubError } from '../../shared/errors.js';
+import type { GrpcClient } from '../../shared/grpc.js';
+import { createLogger } from '../../shared/log.js';
+import { CODE_LIFETIME_MS, createOAuthHandlers, pkceMatches, serviceClientSpecs } from '../../services/oauth/handlers.js';
+import { OAuthStore } from '../../services/oauth/store.js';
+
+/** Mints numbered tokens and records revocations, as the tokens actor would answer. */
+function fakeTokens() {
+  const revoked: string[] = [];
+  const revokedClients: string[] = [];
+  let n = 0;
+  const client: GrpcClient = {
+    async call<T>(method: string, request: any): Promise<T> {
+      if (method === 'IssueOAuthToken') {
+        await new Promise((r) => setTimeout(r, 20)); // minting takes a moment: room for a race
+        n += 1;
+        return { model: { id: `a${n}` }, token: `token-${n}` } as T;
+      }
+      if (method === 'RevokeTokens') {
+        revoked.push(...request.ids);
+        if (request.oauth_client) revokedClients.push(request.oauth_client);
+        return { ids: request.ids } as T;
+      }
+      throw new Error(`unexpected ${method}`);
+    },
+    close() {},
+  };
+  return { client, revoked, revokedClients };
+}
+
+async function setup(t: { teardown: (fn: () => void) => void }) {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-oauth-'));
+  const store = await OAuthStore.open(join(dir, 'oauth.sqlite'));
+  t.teardown(() => {
+    void store.close().finally(() => rmSync(dir, { recursive: true, force: true }));
+  });
+  const tokens = fakeTokens();
+  const config = { Hub: { oauth_token_expires_in: 0, cookie_max_age_days: 14 } } as unknown as HubConfig;
+  const h = createOAuthHandlers({ config, store, tokens: tokens.client, audit: { publish: async () => undefined }, log: createLogger('test', 'silent') });
+  await h.registerServerClient({ client_id: 'hub-user-ann', user: 'ann', server_name: '', url: '/user/ann/', secret: 'server-secret' });
+  return { h, store, tokens };
+}
+
+const code = (h: Awaited<ReturnType<typeof setup>>['h'], extra: Record<string, string> = {}) => h.issueCode({
+  client_id: 'hub-user-ann', user: 'ann', scopes: ['access:servers!server=ann/'], redirect_uri: '/user/ann/oauth_callback', session_id: 's1',
+  code_challenge: '', code_challenge_method: '', ...extra,
+});
+
+const exchange = (h: Awaited<ReturnType<typeof setup>>['h'], c: string, extra: Record<string, string> = {}) =>
+  h.exchangeCode({ client_id: 'hub-user-ann', client_secret: 'server-secret', code: c, redirect_uri: '/user/ann/oauth_callback', code_verifier: '', ...extra });
+
+const oauthError = async (p: Promise<unknown>) => {
+  try {
+    await p;
+    return 'none';
+  } catch (e) {
+    return `${(e as HubError).status} ${(e as HubError).code}`;
+  }
+};
+
+// serial: it moves the clock (Date.now) for everything running meanwhile
+test.serial('oauth codes: a code older than 300 s is refused', async (t) => {
+  const { h } = await setup(t);
+  const realNow = Date.now;
+  const issued = await code(h);
+  t.true(issued.expires_at_ms - realNow() <= CODE_LIFETIME_MS);
+  Date.now = () => realNow() + CODE_LIFETIME_MS + 1000;
+  try {
+    t.is(await oauthError(exchange(h, issued.code)), '400 HUB_ERR_OAUTH_INVALID_GRANT');
+  } finally {
+    Date.now = realNow;
+  }
+});
+
+test('oauth codes: two exchanges racing for one code: one token at most, and it is revoked', async (t) => {
+  const { h, tokens } = await setup(t);
+  for (let round = 0; round < 5; round++) {
+    tokens.revoked.length = 0;
+    const { code: c } = await code(h);
+    const results = await Promise.allSettled([exchange(h, c), exchange(h, c)]);
+    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    t.true(refused.length >= 1);
+    for (const r of refused) t.is(r.reason.code, 'HUB_ERR_OAUTH_INVALID_GRANT');
+    // whichever way the race went, the token minted for the code does not survive it
+    t.is(tokens.revoked.length, 1);
+  }
+});
+
+test('oauth codes: the secret is checked, stored only hashed, and the code only as a digest', async (t) => {
+  const { h, store } = await setup(t);
+  t.is(await oauthError(exchange(h, (await code(h)).code, { client_secret: 'wrong' })), '401 HUB_ERR_OAUTH_INVALID_CLIENT');
+  const row = await store.client('hub-user-ann');
+  t.false(row!.secret_hash.includes('server-secret'));
+  const { code: c } = await code(h);
+  t.truthy(await store.code(createHash('sha256').update(c).digest('base64url')));
+  t.is(await store.code(c), undefined);
+  const issued = await exchange(h, c);
+  t.like(issued, { access_token: 'token-1', user: 'ann', scope: 'access:servers!server=ann/', expires_in: 14 * 86_400 });
+});
+
+test('oauth codes: PKCE comparison', (t) => {
+  const verifier = 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk';
+  t.true(pkceMatches('E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', 'S256', verifier)); // RFC 7636 appendix B
+  t.false(pkceMatches('E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', 'plain', verifier));
+  t.true(pkceMatches(verifier, 'plain', verifier));
+});
+
+test('oauth clients: services with a url or an OAuth option become clients with their access scope', (t) => {
+  const specs = serviceClientSpecs([
+    { name: 'web', url: 'http://127.0.0.1:1', api_token: 'web-token-123' },
+    { name: 'api-only', api_token: 'api-token-123' },
+    { name: 'ext', api_token: 'ext-token-123', oauth_client_id: 'service-ext-1', oauth_redirect_uri: 'https://ext.example/cb', oauth_no_confirm: true, oauth_client_allowed_scopes: ['read:users'] },
+    { name: 'tokenless', url: 'http://127.0.0.1:2' },
+  ]);
+  t.deepEqual(specs.map((s) => s.client_id), ['service-web', 'service-ext-1']);
+  t.like(specs[0], { redirect_uri: '/services/web/oauth_callback', allowed_scopes: ['access:services!service=web'], no_confirm: false, service: 'web' });
+  t.like(specs[1], { redirect_uri: 'https://ext.example/cb', allowed_scopes: ['read:users', 'access:services!service=ext'], no_confirm: true });
+});
+
+test('oauth clients: stale ones are removed with their tokens', async (t) => {
+  const { h, store, tokens } = await setup(t);
+  await h.syncServiceClients([{ name: 'a', url: 'http://127.0.0.1:1', api_token: 'a-token-1234' }, { name: 'b', url: 'http://127.0.0.1:1', api_token: 'b-token-1234' }]);
+  await h.syncServiceClients([{ name: 'a', url: 'http://127.0.0.1:1', api_token: 'a-token-1234' }]);
+  t.truthy(await store.client('service-a'));
+  t.is(await store.client('service-b'), undefined);
+  await h.pruneServerClients(new Set());
+  t.is(await store.client('hub-user-ann'), undefined);
+  t.deepEqual(tokens.revokedClients.sort(), ['hub-user-ann', 'service-b']);
+});
