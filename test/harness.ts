@@ -2,7 +2,7 @@
 // free port, all real processes started by the real supervisor (compiled dist/, as `npm start` runs it).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { freePort } from '../shared/ports.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,16 +12,7 @@ export const SUPERVISOR = join(REPO, 'dist', 'supervisor.js');
 /** The V8 flags `npm start` gives the supervisor (see package.json). */
 export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'];
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

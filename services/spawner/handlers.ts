@@ -12,7 +12,8 @@ import {
   invalidServerNameReason, isActive, serverClientId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
-import { freePort, isSameProcess, launch, processStartTime, stopProcess, waitForHttp } from './process.js';
+import { freePort } from '../../shared/ports.js';
+import { isSameProcess, launch, processStartTime, stopProcess, waitForHttp } from './process.js';
 import type { Registry } from './registry.js';
 
 export interface SpawnerDeps {

@@ -3,9 +3,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from '../../shared/log.js';
+
 
 export interface LaunchSpec {
   cmd: string[];
@@ -80,16 +80,6 @@ export async function stopProcess(pid: number, start: string, stepMs: number, lo
   throw new Error(`process ${pid} survived SIGKILL`);
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** One GET; any HTTP answer means the server is up (it may well answer 302 or 403 to us). */
 function probe(url: string, timeoutMs: number): Promise<boolean> {

@@ -2,13 +2,13 @@
 // Both hubs get 10,000 users, an admin token from their config and a token for one ordinary user; then
 // wrk measures a user lookup, whoami and a page of the user list. For our hub alone it also measures a
 // page's latency at 1,000 and at 100,000 users. BENCH_SECONDS sets each wrk run's duration (default 10).
-import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHub, type HubUnderTest } from '../harness.js';
 import { jupyterhubInstalled, startJupyterHub, type JupyterHubUnderTest } from './jupyterhub.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
+import { aptInstall, onPath } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
@@ -35,24 +35,12 @@ interface Target {
 
 // ---- tools ----
 
-function onPath(bin: string): boolean {
-  return (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
-}
 
-/** Installs a Debian package when running as root with apt-get; bounded in time. */
-function aptInstall(pkg: string): void {
-  if (process.getuid?.() !== 0 || !onPath('apt-get')) return;
-  log(`installing ${pkg} (apt-get)`);
-  const opts: SpawnSyncOptions = { stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
-  if (spawnSync('apt-get', ['install', '-y', pkg], opts).status === 0) return;
-  spawnSync('apt-get', ['update'], { ...opts, timeout: 120_000 });
-  spawnSync('apt-get', ['install', '-y', pkg], opts);
-}
 
 function ensureTools(): void {
-  if (!onPath('wrk')) aptInstall('wrk');
+  if (!onPath('wrk')) aptInstall('wrk', log);
   if (!onPath('wrk')) fail('wrk is missing: install it with `apt-get install -y wrk`');
-  if (!jupyterhubInstalled()) aptInstall('jupyterhub');
+  if (!jupyterhubInstalled()) aptInstall('jupyterhub', log);
   if (!jupyterhubInstalled()) fail("Debian's jupyterhub is missing: install it with `apt-get install -y jupyterhub`");
 }
 

@@ -3,14 +3,15 @@
 // WebSocket echo round trips per second the same three ways; then the gateway's RSS before and after
 // 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the
 // size of the memory run (default 1,000,000).
-import { spawn, spawnSync, type ChildProcess, type SpawnSyncOptions } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
+import { aptInstall, onPath } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
@@ -22,20 +23,11 @@ const problems: string[] = [];
 
 // ---- tools ----
 
-const onPath = (bin: string): boolean => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
 
-function aptInstall(pkg: string): void {
-  if (process.getuid?.() !== 0 || !onPath('apt-get')) return;
-  log(`installing ${pkg} (apt-get)`);
-  const opts: SpawnSyncOptions = { stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
-  if (spawnSync('apt-get', ['install', '-y', pkg], opts).status === 0) return;
-  spawnSync('apt-get', ['update'], { ...opts, timeout: 120_000 });
-  spawnSync('apt-get', ['install', '-y', pkg], opts);
-}
 
 function ensureTools(): void {
   for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'configurable-http-proxy']]) {
-    if (!onPath(bin)) aptInstall(pkg);
+    if (!onPath(bin)) aptInstall(pkg, log);
     if (!onPath(bin)) throw new Error(`${bin} is missing: install it with \`apt-get install -y ${pkg}\``);
   }
 }
