@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=1 --lite-mode --no-expose-wasm
+#!/usr/bin/env -S node --max-semi-space-size=1 --lite-mode --no-expose-wasm --single-threaded
 // The `hub` command. `hub start` (the default) runs NATS and the six actors under supervision;
 // the other subcommands are small tools for operators.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,15 +33,16 @@ const PROCESSES_FILE = 'processes.json';
 /**
  * V8 flags per actor. Every actor is its own Node process (~40 MB before any code), so actors off the
  * request path trade peak speed for memory (lite mode: no optimising compiler); the gateway, tokens and
- * auth (which serves list pages) keep the full JIT. Small young generations keep idle RSS down.
+ * auth (which serves list pages) keep the full JIT and V8's helper threads (concurrent GC). Small young
+ * generations keep idle RSS down; `--single-threaded` (no V8 worker threads) saves ~5 MB per cold actor.
  */
 const ACTOR_NODE_FLAGS: Record<string, string[]> = {
   gateway: ['--max-semi-space-size=8'],
   tokens: ['--max-semi-space-size=2'],
   auth: ['--max-semi-space-size=2'],
-  oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
-  spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
-  'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'],
+  oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
+  spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
+  'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
 };
 
 interface ProcessesRecord {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 export const REPO = fileURLToPath(new URL('..', import.meta.url));
 export const SUPERVISOR = join(REPO, 'dist', 'supervisor.js');
 /** The V8 flags `npm start` gives the supervisor (see package.json). */
-export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm'];
+export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'];
 
 export { freePort };
 
