@@ -19,7 +19,7 @@ export interface Identity {
 export interface UserRecord { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
 
 /** A Map with a size bound (oldest first out) and an age bound per entry. */
-class BoundedCache<V> {
+export class BoundedCache<V> {
   private entries = new Map<string, { value: V; until: number }>();
   constructor(private readonly maxEntries: number, private readonly maxAgeMs: number) {}
 

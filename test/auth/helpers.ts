@@ -1,10 +1,13 @@
 // A scripted browser for login tests (a cookie jar, no automatic redirects, an optional client address
 // on 127.0.0.0/8 so lockouts per address can be told apart), and the identity-provider fixture.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { REPO, waitFor } from '../harness.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { freePort, REPO, startHub, waitFor } from '../harness.js';
 
 export interface Page {
   status: number;
@@ -158,4 +161,33 @@ export async function startIdp(env: Record<string, string>): Promise<Idp> {
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * A hub whose logins go through a fresh identity-provider fixture (`users`: name → password). The hub's
+ * port is chosen first, since the provider must know the callback before the hub starts.
+ */
+export async function startHubWithIdp(users: Record<string, string>, config: Record<string, Record<string, unknown>> = {}) {
+  const port = await freePort();
+  const secret = `idp-secret-${randomBytes(16).toString('hex')}`;
+  const idp = await startIdp({
+    IDP_USERS: JSON.stringify(users), IDP_CLIENT_ID: 'hub-at-idp', IDP_CLIENT_SECRET: secret,
+    IDP_REDIRECT_URI: `http://127.0.0.1:${port}/hub/oauth_callback`, IDP_TOKEN_TTL: '3600',
+  });
+  const hub = await startHub({
+    reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() },
+    config: {
+      ...config,
+      Hub: { authenticator_class: 'oauth', ...config.Hub },
+      OAuthenticator: { authorize_url: `${idp.url}/authorize`, token_url: `${idp.url}/token`, userdata_url: `${idp.url}/userinfo`, client_id: 'hub-at-idp', client_secret: secret, ...config.OAuthenticator },
+    },
+  });
+  return { hub, idp };
+}
+
+/** Fills in the provider's login form shown at `formPage` and returns the provider's redirect back. */
+export async function submitProviderForm(b: Browser, idp: Idp, formPage: Page, username: string, password: string): Promise<Page> {
+  const fields = Object.fromEntries(['client_id', 'redirect_uri', 'response_type', 'scope', 'state', 'code_challenge', 'code_challenge_method']
+    .map((k) => [k, field(formPage.body, k) ?? '']).filter(([, v]) => v));
+  return b.post(`${idp.url}/authorize`, { ...fields, username, password, action: 'login' });
 }

@@ -3,7 +3,7 @@
 import type { HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { GrpcClient } from '../../../shared/grpc.js';
-import type { Identity } from '../caches.js';
+import { BoundedCache, type Identity } from '../caches.js';
 import type { RequestInfo } from '../http.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
@@ -11,25 +11,24 @@ export const SESSION_COOKIE = 'hub-session-id';
 export const XSRF_COOKIE = '_xsrf';
 
 interface LoginPayload { u: string; s: string; t: number }
-interface SessionFacts { valid: boolean; user: string; refreshedMs: number; until: number }
+interface SessionFacts { valid: boolean; user: string; refreshedMs: number }
 
 export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: GrpcClient) {
   const sealer = new CookieSealer(config.Hub.cookie_secret);
   const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
   const cacheMs = config.Hub.cache_max_age * 1000;
   const refreshMs = config.Authenticator.auth_refresh_age * 1000;
-  const sessions = new Map<string, SessionFacts>();
-  const scopesOf = new Map<string, { scopes: ReadonlySet<string>; until: number }>();
+  const sessions = new BoundedCache<SessionFacts>(100_000, cacheMs);
+  const scopesOf = new BoundedCache<ReadonlySet<string>>(100_000, cacheMs);
   const secureCookies = config.Hub.public_url.startsWith('https://');
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
 
   async function session(id: string): Promise<SessionFacts> {
     const hit = sessions.get(id);
-    if (hit && hit.until > Date.now()) return hit;
+    if (hit) return hit;
     const s = await auth.call<{ valid: boolean; user: string; refreshed: string }>('CheckSession', { session_id: id });
-    const facts = { valid: s.valid, user: s.user, refreshedMs: Date.parse(s.refreshed) || 0, until: Date.now() + cacheMs };
-    if (sessions.size > 100_000) sessions.clear();
+    const facts = { valid: s.valid, user: s.user, refreshedMs: Date.parse(s.refreshed) || 0 };
     sessions.set(id, facts);
     return facts;
   }
@@ -37,11 +36,10 @@ export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: G
   /** The login's scopes are its user's own (roles, groups): asked of the tokens actor, kept until an event. */
   async function ownerScopes(user: string): Promise<ReadonlySet<string>> {
     const hit = scopesOf.get(user);
-    if (hit && hit.until > Date.now()) return hit.scopes;
+    if (hit) return hit;
     const r = await tokens.call<{ scopes: string[] }>('OwnerScopes', { kind: 'user', name: user });
     const scopes = new Set(r.scopes);
-    if (scopesOf.size > 100_000) scopesOf.clear();
-    scopesOf.set(user, { scopes, until: Date.now() + cacheMs });
+    scopesOf.set(user, scopes);
     return scopes;
   }
 
@@ -57,7 +55,7 @@ export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: G
       if (!s.valid || s.user !== payload.u) return null;
       if (Date.now() - s.refreshedMs > refreshMs) {
         const r = await auth.call<{ valid: boolean; user: string; refreshed: string }>('RefreshUser', { session_id: payload.s, by: `user:${payload.u}` });
-        s = { valid: r.valid, user: r.user, refreshedMs: Date.parse(r.refreshed) || Date.now(), until: Date.now() + cacheMs };
+        s = { valid: r.valid, user: r.user, refreshedMs: Date.parse(r.refreshed) || Date.now() };
         sessions.set(payload.s, s);
         if (!s.valid) return null;
       }
