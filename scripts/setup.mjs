@@ -4,7 +4,7 @@
 // On failure it prints one line naming the fix and exits 1.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync, statSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync, statSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -71,11 +71,36 @@ function newestMtime(dir) {
   return newest;
 }
 
+/**
+ * TypeScript types for every message and service, generated from proto/ by the generator that ships with
+ * @grpc/proto-loader (never edited by hand; gitignored). The options match how shared/grpc.ts loads the
+ * protos at run time, so the types describe what actually arrives.
+ */
+const GENERATED = join(root, 'shared', 'contracts', 'generated');
+function generateContracts() {
+  const protoDir = join(root, 'proto');
+  const protos = readdirSync(protoDir).filter((f) => f.endsWith('.proto')).sort();
+  const newest = Math.max(...protos.map((f) => statSync(join(protoDir, f)).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+  const stamp = join(GENERATED, '.stamp');
+  if (existsSync(stamp) && statSync(stamp).mtimeMs >= newest) return;
+  rmSync(GENERATED, { recursive: true, force: true });
+  const r = spawnSync(join(root, 'node_modules', '.bin', 'proto-loader-gen-types'), [
+    ...protos, '--grpcLib=@grpc/grpc-js', `--outDir=${GENERATED}`, '--keepCase', '--longs=String', '--enums=String',
+    '--defaults', '--oneofs', '--includeComments', '-I', protoDir,
+  ], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+  if (r.status !== 0) fail(`generating types from proto/ failed: ${String(r.stderr).split('\n').filter((l) => l && !l.includes('alpha')).join(' ')}`);
+  // The generator writes extensionless relative imports (CommonJS style); they are type-only, so mark the folder CommonJS.
+  writeFileSync(join(GENERATED, 'package.json'), '{"type": "commonjs"}\n');
+  writeFileSync(stamp, new Date().toISOString());
+}
+
 /** Actors run as compiled JavaScript: a TypeScript loader in each of them would cost ~20 MB apiece. */
 function build() {
+  generateContracts();
   const sources = Math.max(
     statSync(join(root, 'supervisor.ts')).mtimeMs,
     statSync(join(root, 'tsconfig.json')).mtimeMs,
+    statSync(join(GENERATED, '.stamp')).mtimeMs,
     newestMtime(join(root, 'services')),
     newestMtime(join(root, 'shared')),
     newestMtime(join(root, 'singleuser')),

@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './audit.js';
 import { readResolvedConfig, type HubConfig } from './config.js';
-import { serveGrpc, stopGrpc, type UnaryHandler } from './grpc.js';
+import type { ActorHandlers, Handlers } from './contracts/index.js';
+import { serveGrpc, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
 import { connectNats, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
@@ -25,9 +26,9 @@ export interface ActorContext {
   onNatsStatus(listener: (type: string) => void): void;
 }
 
-export interface ActorParts {
-  /** rpc handlers other than Ping */
-  grpc?: Record<string, UnaryHandler>;
+export interface ActorParts<A extends ActorName> {
+  /** rpc handlers other than Ping (typed by the actor's service in proto/) */
+  grpc?: ActorHandlers<A>;
   /** NATS endpoints `hub.<actor>.<verb>` other than ping */
   nats?: Record<string, NatsHandler>;
   /** facts reported in Ping replies */
@@ -47,7 +48,7 @@ export interface ActorOptions {
   grpcInstance?: (config: HubConfig) => string;
 }
 
-export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => Promise<ActorParts>, options: ActorOptions = {}): Promise<void> {
+export async function runActor<A extends ActorName>(actor: A, setup: (ctx: ActorContext) => Promise<ActorParts<A>>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
   const log = createLogger(actor, config.Hub.log_level);
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
@@ -73,7 +74,7 @@ export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => P
     details: parts.details?.() ?? {},
   });
   const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
-  const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc }, log);
+  const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc } as unknown as Handlers<A>, log);
   const natsService = await serveNats(nc, actor, HUB_VERSION, { ping, ...parts.nats }, log);
 
   let stopping: Promise<void> | undefined;

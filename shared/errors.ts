@@ -8,18 +8,70 @@ export interface HubErrorOptions {
   headers?: Record<string, string>;
 }
 
+// Numeric gRPC status codes (stable by the gRPC spec), so this file need not load grpc-js.
+const GRPC = { CANCELLED: 1, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, ALREADY_EXISTS: 6, PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+
+/**
+ * The catalogue: every error any actor answers with. The code is stable (tests and clients match on it),
+ * the HTTP and gRPC statuses follow from it, the message is the default shown to the client.
+ */
+export const CATALOGUE = {
+  HUB_ERR_REQUEST_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid request' },
+  HUB_ERR_NAME_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid name' },
+  HUB_ERR_SCOPE_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid scope' },
+  HUB_ERR_SCOPE_NOT_HELD: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'A token cannot have scopes its owner or requester does not hold' },
+  HUB_ERR_ROLE_NOT_FOUND: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'No such role' },
+  HUB_ERR_MEMBER_NOT_FOUND: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'No such user' },
+  HUB_ERR_RENAME_TAKEN: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'That name is taken' },
+  HUB_ERR_SERVER_NOT_STARTING: { status: 400, grpc: GRPC.FAILED_PRECONDITION, message: 'The server is not starting' },
+  HUB_ERR_AUTH_REQUIRED: { status: 401, grpc: GRPC.UNAUTHENTICATED, message: 'Authentication required' },
+  HUB_ERR_AUTH_FORBIDDEN: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Permission denied' },
+  HUB_ERR_AUTH_MISSING: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Missing or invalid credentials' },
+  HUB_ERR_LOGIN_EXPIRED: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'The login has expired' },
+  HUB_ERR_XSRF: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'XSRF check failed' },
+  HUB_ERR_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
+  HUB_ERR_NO_ACCESS: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
+  HUB_ERR_USER_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such user' },
+  HUB_ERR_GROUP_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such group' },
+  HUB_ERR_SERVER_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such server' },
+  HUB_ERR_SERVICE_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such service' },
+  HUB_ERR_TOKEN_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such token' },
+  HUB_ERR_OAUTH_CLIENT_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such OAuth client' },
+  HUB_ERR_METHOD_NOT_ALLOWED: { status: 405, grpc: GRPC.UNIMPLEMENTED, message: 'Method not allowed' },
+  HUB_ERR_CONFLICT: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'Conflict' },
+  HUB_ERR_USER_EXISTS: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'The user already exists' },
+  HUB_ERR_GROUP_EXISTS: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'The group already exists' },
+  HUB_ERR_REQUEST_TOO_LARGE: { status: 413, grpc: GRPC.RESOURCE_EXHAUSTED, message: 'Request body too large' },
+  HUB_ERR_RATE_LIMITED: { status: 429, grpc: GRPC.RESOURCE_EXHAUSTED, message: 'Too many requests' },
+  HUB_ERR_INTERNAL: { status: 500, grpc: GRPC.INTERNAL, message: 'Internal error' },
+  HUB_ERR_SPAWN_FAILED: { status: 500, grpc: GRPC.INTERNAL, message: 'Spawn failed' },
+  HUB_ERR_ACTOR_UNAVAILABLE: { status: 503, grpc: GRPC.UNAVAILABLE, message: 'Not available, try again shortly' },
+  HUB_ERR_ACTOR_TIMEOUT: { status: 504, grpc: GRPC.DEADLINE_EXCEEDED, message: 'Did not answer in time' },
+  // RFC 6749 §5.2 errors of the token endpoint: the code names the OAuth error
+  HUB_ERR_OAUTH_INVALID_REQUEST: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'invalid_request' },
+  HUB_ERR_OAUTH_INVALID_CLIENT: { status: 401, grpc: GRPC.UNAUTHENTICATED, message: 'invalid_client' },
+  HUB_ERR_OAUTH_INVALID_GRANT: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'invalid_grant' },
+  HUB_ERR_OAUTH_UNAUTHORIZED_CLIENT: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'unauthorized_client' },
+  HUB_ERR_OAUTH_UNSUPPORTED_GRANT_TYPE: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'unsupported_grant_type' },
+  HUB_ERR_OAUTH_INVALID_SCOPE: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'invalid_scope' },
+} as const satisfies Record<string, { status: number; grpc: number; message: string }>;
+
+export type ErrorCode = keyof typeof CATALOGUE;
+type CodeWithStatus<S extends number> = { [C in ErrorCode]: (typeof CATALOGUE)[C]['status'] extends S ? C : never }[ErrorCode];
+
 export class HubError extends Error {
   readonly status: number;
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly retryable: boolean;
   readonly headers: Record<string, string>;
 
-  constructor(status: number, code: string, message: string, options: HubErrorOptions = {}) {
+  constructor(code: ErrorCode, message: string = CATALOGUE[code].message, options: HubErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'HubError';
-    this.status = status;
     this.code = code;
-    this.retryable = options.retryable ?? (status === 503 || status === 504);
+    this.status = CATALOGUE[code].status;
+    this.retryable = options.retryable ?? (this.status === 503 || this.status === 504);
     this.headers = options.headers ?? {};
   }
 
@@ -29,26 +81,26 @@ export class HubError extends Error {
   }
 }
 
-/** The catalogue: every HubError is made through one of these. */
+const isCode = (c: unknown): c is ErrorCode => typeof c === 'string' && Object.hasOwn(CATALOGUE, c);
+
+/** Shorthands by status; the code narrows what the error is (it must be one of that status in the catalogue). */
 export const errors = {
-  badRequest: (message: string, code = 'HUB_ERR_REQUEST_INVALID') => new HubError(400, code, message),
-  unauthorized: (message = 'Authentication required') => new HubError(401, 'HUB_ERR_AUTH_REQUIRED', message),
-  forbidden: (message = 'Permission denied', code = 'HUB_ERR_AUTH_FORBIDDEN') => new HubError(403, code, message),
-  notFound: (message = 'Not found', code = 'HUB_ERR_NOT_FOUND') => new HubError(404, code, message),
-  methodNotAllowed: (message = 'Method not allowed') => new HubError(405, 'HUB_ERR_METHOD_NOT_ALLOWED', message),
-  conflict: (message: string, code = 'HUB_ERR_CONFLICT') => new HubError(409, code, message),
-  bodyTooLarge: (limit: number) =>
-    new HubError(413, 'HUB_ERR_REQUEST_TOO_LARGE', `Request body is larger than the limit of ${limit} bytes`),
+  badRequest: (message: string, code: CodeWithStatus<400> = 'HUB_ERR_REQUEST_INVALID') => new HubError(code, message),
+  unauthorized: (message?: string) => new HubError('HUB_ERR_AUTH_REQUIRED', message),
+  forbidden: (message?: string, code: CodeWithStatus<403> = 'HUB_ERR_AUTH_FORBIDDEN') => new HubError(code, message),
+  notFound: (message?: string, code: CodeWithStatus<404> = 'HUB_ERR_NOT_FOUND') => new HubError(code, message),
+  methodNotAllowed: (message?: string) => new HubError('HUB_ERR_METHOD_NOT_ALLOWED', message),
+  conflict: (message: string, code: CodeWithStatus<409> = 'HUB_ERR_CONFLICT') => new HubError(code, message),
+  bodyTooLarge: (limit: number) => new HubError('HUB_ERR_REQUEST_TOO_LARGE', `Request body is larger than the limit of ${limit} bytes`),
   tooManyRequests: (message: string, retryAfterSeconds: number) =>
-    new HubError(429, 'HUB_ERR_RATE_LIMITED', message, { headers: { 'Retry-After': String(retryAfterSeconds) } }),
-  internal: (cause?: unknown) => new HubError(500, 'HUB_ERR_INTERNAL', 'Internal error', { cause }),
+    new HubError('HUB_ERR_RATE_LIMITED', message, { headers: { 'Retry-After': String(retryAfterSeconds) } }),
+  internal: (cause?: unknown) => new HubError('HUB_ERR_INTERNAL', undefined, { cause }),
+  spawnFailed: (message: string) => new HubError('HUB_ERR_SPAWN_FAILED', message),
   unavailable: (what: string, cause?: unknown) =>
-    new HubError(503, 'HUB_ERR_ACTOR_UNAVAILABLE', `${what} is not available, try again shortly`, { cause }),
-  timeout: (what: string, cause?: unknown) =>
-    new HubError(504, 'HUB_ERR_ACTOR_TIMEOUT', `${what} did not answer in time`, { cause }),
+    new HubError('HUB_ERR_ACTOR_UNAVAILABLE', `${what} is not available, try again shortly`, { cause }),
+  timeout: (what: string, cause?: unknown) => new HubError('HUB_ERR_ACTOR_TIMEOUT', `${what} did not answer in time`, { cause }),
   /** An OAuth 2 error (RFC 6749 §5.2): the code is `HUB_ERR_OAUTH_<ERROR>`, so the token endpoint can name it again. */
-  oauth: (error: OAuthErrorName, message: string) =>
-    new HubError(error === 'invalid_client' ? 401 : 400, `HUB_ERR_OAUTH_${error.toUpperCase()}`, message),
+  oauth: (error: OAuthErrorName, message: string) => new HubError(`HUB_ERR_OAUTH_${error.toUpperCase()}` as ErrorCode, message),
 } as const;
 
 export type OAuthErrorName = 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope';
@@ -66,7 +118,7 @@ export function asHubError(err: unknown): HubError {
 // ---- HTTP ----------------------------------------------------------------
 
 export function httpBody(err: HubError): string {
-  return JSON.stringify({ status: err.status, message: err.message });
+  return JSON.stringify({ status: err.status, message: err.message, code: err.code });
 }
 
 export const HTTP_STATUS_TEXT: Readonly<Record<number, string>> = {
@@ -81,28 +133,16 @@ export function statusLine(status: number): string {
 }
 
 // ---- gRPC ----------------------------------------------------------------
-// Numeric gRPC status codes (stable by the gRPC spec), so this file need not load grpc-js.
-
-const GRPC = { DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8,
-  INVALID_ARGUMENT: 3, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16, CANCELLED: 1 } as const;
-
-const GRPC_BY_HTTP: Readonly<Record<number, number>> = {
-  400: GRPC.INVALID_ARGUMENT, 401: GRPC.UNAUTHENTICATED, 403: GRPC.PERMISSION_DENIED, 404: GRPC.NOT_FOUND,
-  405: GRPC.UNIMPLEMENTED, 409: GRPC.ALREADY_EXISTS, 413: GRPC.RESOURCE_EXHAUSTED, 429: GRPC.RESOURCE_EXHAUSTED,
-  503: GRPC.UNAVAILABLE, 504: GRPC.DEADLINE_EXCEEDED,
-};
 
 /** The HubError as a gRPC status; `details` carries the whole error so the caller can rebuild it. */
 export function toGrpcStatus(err: HubError): { code: number; details: string } {
-  return { code: GRPC_BY_HTTP[err.status] ?? GRPC.INTERNAL, details: JSON.stringify(err.toJSON()) };
+  return { code: CATALOGUE[err.code].grpc, details: JSON.stringify(err.toJSON()) };
 }
 
 export function fromGrpcStatus(e: { code?: number; details?: string }, what: string): HubError {
   try {
     const body = JSON.parse(e.details ?? '');
-    if (typeof body?.status === 'number' && typeof body.code === 'string') {
-      return new HubError(body.status, body.code, String(body.message), { retryable: Boolean(body.retryable), headers: body.headers });
-    }
+    if (isCode(body?.code)) return new HubError(body.code, String(body.message), { retryable: Boolean(body.retryable), headers: body.headers });
   } catch {
     // not one of ours: fall through to the transport-level mapping
   }
@@ -124,7 +164,8 @@ export function toNatsHeaders(err: HubError): Record<string, string> {
 export function fromNatsReply(headers: { get(k: string): string } | undefined): HubError | null {
   const status = Number(headers?.get(NATS_ERROR_HEADERS.status) || 0);
   if (!status) return null;
-  return new HubError(status, headers?.get(NATS_ERROR_HEADERS.code) || 'HUB_ERR_REMOTE', headers?.get(NATS_ERROR_HEADERS.message) || 'Error');
+  const code = headers?.get(NATS_ERROR_HEADERS.code);
+  return new HubError(isCode(code) ? code : status >= 500 ? 'HUB_ERR_INTERNAL' : 'HUB_ERR_REQUEST_INVALID', headers?.get(NATS_ERROR_HEADERS.message) || undefined);
 }
 
 export function fromNatsRequestError(e: unknown, what: string): HubError {

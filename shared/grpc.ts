@@ -1,9 +1,11 @@
 // gRPC over unix sockets in the data dir: one server per actor, clients with a deadline on every call.
-// Contracts live in proto/<actor>.proto (package hub.<actor>.v1); they are loaded at run time, no codegen.
+// Contracts live in proto/<actor>.proto (package hub.<actor>.v1): loaded at run time here, and typed by the
+// TypeScript generated from the same files (shared/contracts/).
 import { existsSync, unlinkSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { asHubError, fromGrpcStatus, toGrpcStatus } from './errors.js';
+import type { CallContext, CallOptions, Client, Handlers, ServiceActor } from './contracts/index.js';
+import { asHubError, errors, fromGrpcStatus, toGrpcStatus } from './errors.js';
 import type { Logger } from './log.js';
 import { PROTO_DIR } from './paths.js';
 
@@ -29,23 +31,30 @@ function serviceConstructor(actor: string): grpc.ServiceClientConstructor {
   return ctor;
 }
 
-export type UnaryHandler = (request: any) => Promise<unknown> | unknown;
+/** Metadata key carrying the caller's absolute deadline: gRPC's own is relative and restarts its clock at the
+ * receiver, so a request that waited in a stopped or busy process would look fresh (epoch ms, same-host clocks). */
+const DEADLINE_KEY = 'hub-deadline-ms';
 
 /** Serves `handlers` (one per rpc of the actor's service) on a unix socket; HubErrors travel as gRPC statuses. */
-export async function serveGrpc(actor: string, socketPath: string, handlers: Record<string, UnaryHandler>, log: Logger): Promise<grpc.Server> {
+export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: string, handlers: Handlers<A>, log: Logger): Promise<grpc.Server> {
   const ctor = serviceConstructor(actor);
   const impl: grpc.UntypedServiceImplementation = {};
+  const table = handlers as unknown as Record<string, (request: unknown, call: CallContext) => unknown>;
   for (const method of Object.keys(ctor.service)) {
-    const handle = handlers[method];
+    const handle = table[method];
     if (!handle) throw new Error(`${actor}: no handler for rpc ${method}`);
     impl[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, done: grpc.sendUnaryData<unknown>) => {
+      const fail = (e: unknown) => {
+        const err = asHubError(e);
+        if (err.status >= 500 && err.status !== 504) log.error({ event: 'grpc.handler.failed', method, err: e }, 'rpc failed');
+        done({ ...toGrpcStatus(err), name: 'HubError', message: err.message } as grpc.ServiceError);
+      };
+      const context = callContext(call);
+      // The caller gave up while the request waited: do nothing it could no longer learn about.
+      if (context.cancelled) return fail(errors.timeout(`${actor}.${method}`));
       Promise.resolve()
-        .then(() => handle(call.request))
-        .then((reply) => done(null, reply as object), (e) => {
-          const err = asHubError(e);
-          if (err.status >= 500) log.error({ event: 'grpc.handler.failed', method, err: e }, 'rpc failed');
-          done({ ...toGrpcStatus(err), name: 'HubError', message: err.message } as grpc.ServiceError);
-        });
+        .then(() => handle(call.request, context))
+        .then((reply) => done(null, reply as object), fail);
     };
   }
   const server = new grpc.Server();
@@ -56,29 +65,46 @@ export async function serveGrpc(actor: string, socketPath: string, handlers: Rec
   return server;
 }
 
-export interface GrpcClient {
-  call<T>(method: string, request: object, timeoutMs?: number): Promise<T>;
-  close(): void;
+function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext {
+  const sent = Number(call.metadata.get(DEADLINE_KEY)[0]);
+  const own = call.getDeadline();
+  const relative = own instanceof Date ? own.getTime() : Number.isFinite(own) ? Number(own) : Infinity;
+  const deadline = Math.min(Number.isFinite(sent) && sent > 0 ? sent : Infinity, relative);
+  return {
+    deadline,
+    get cancelled() {
+      return call.cancelled || Date.now() >= deadline;
+    },
+  };
 }
 
-/** A client of another actor's gRPC service; every call has a deadline, failures come back as HubErrors. */
-export function createGrpcClient(actor: string, socketPath: string, defaultTimeoutMs: number): GrpcClient {
+const lowerFirst = (s: string) => s[0].toLowerCase() + s.slice(1);
+
+/**
+ * A typed client of another actor's service (`auth.getUser({name})`): every call has a deadline (the
+ * caller's, passed on, or now + `defaultTimeoutMs`), carried to the callee; failures reject as HubErrors.
+ */
+export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: string, defaultTimeoutMs: number): Client<A> {
   const ctor = serviceConstructor(actor);
   const client = new ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), {
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,
   }) as grpc.Client & Record<string, Function>;
-  return {
-    call<T>(method: string, request: object, timeoutMs = defaultTimeoutMs): Promise<T> {
-      const fn = client[method];
-      if (typeof fn !== 'function') return Promise.reject(new Error(`${actor} has no rpc ${method}`));
-      return new Promise<T>((resolve, reject) => {
-        fn.call(client, request, { deadline: Date.now() + timeoutMs }, (e: grpc.ServiceError | null, reply: T) =>
+  const typed: Record<string, unknown> = { close: () => client.close() };
+  for (const method of Object.keys(ctor.service)) {
+    const fn = client[method];
+    typed[lowerFirst(method)] = (request: object, options: CallOptions = {}) => {
+      const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;
+      if (Date.now() >= deadline) return Promise.reject(errors.timeout(`${actor}.${method}`));
+      const metadata = new grpc.Metadata();
+      metadata.set(DEADLINE_KEY, String(deadline));
+      return new Promise((resolve, reject) => {
+        fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) =>
           e ? reject(fromGrpcStatus(e, actor)) : resolve(reply));
       });
-    },
-    close: () => client.close(),
-  };
+    };
+  }
+  return typed as Client<A>;
 }
 
 export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<void> {
@@ -87,3 +113,6 @@ export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<v
     server.tryShutdown(() => { clearTimeout(timer); resolve(); });
   });
 }
+
+/** Call options for a call allowed `ms` from now (for calls that legitimately take longer than one rpc_timeout). */
+export const within = (ms: number): CallOptions => ({ deadline: Date.now() + ms });

@@ -78,7 +78,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
   async function requireUsersExist(names: string[]): Promise<void> {
     const found = new Set((await store.getUsers(names)).map((r) => r.name));
     const missing = names.filter((n) => !found.has(n));
-    if (missing.length) throw errors.badRequest(`No such user: ${missing.join(', ')}`, 'HUB_ERR_USER_NOT_FOUND');
+    if (missing.length) throw errors.badRequest(`No such user: ${missing.join(', ')}`, 'HUB_ERR_MEMBER_NOT_FOUND');
   }
 
   return {
@@ -136,7 +136,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
       const rename = r.new_name !== undefined && r.new_name !== r.name ? r.new_name : undefined;
       await store.transaction(async () => {
         if (rename && (await store.getUser(rename))) {
-          throw errors.badRequest(`User ${rename} already exists, username must be unique`, 'HUB_ERR_USER_EXISTS');
+          throw errors.badRequest(`User ${rename} already exists, username must be unique`, 'HUB_ERR_RENAME_TAKEN');
         }
         await store.updateUser(r.name, { name: rename, admin: r.admin });
       });

@@ -3,7 +3,7 @@
 // Every entry is also bounded by `Hub.cache_max_age`, and everything is dropped on a NATS
 // reconnect, since events may have been missed meanwhile.
 import type { HubError } from '../../shared/errors.js';
-import type { GrpcClient } from '../../shared/grpc.js';
+import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { cacheKey } from '../../shared/secrets.js';
 
 export interface Owner { kind: 'user' | 'service'; name: string }
@@ -51,15 +51,15 @@ export class BoundedCache<V> {
   }
 }
 
-export function createIdentityCache(tokens: GrpcClient, maxAgeMs: number) {
+export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
   const cache = new BoundedCache<Identity>(100_000, maxAgeMs);
   /** in-flight resolutions, so a burst of requests with one new token asks once */
   const inflight = new Map<string, Promise<Identity | null>>();
 
   async function ask(token: string, key: string): Promise<Identity | null> {
-    const r = await tokens.call<{ found: boolean; owner: Owner; token_id: string; scopes: string[]; expires_at_ms: number; session_id: string }>('ResolveToken', { token });
+    const r = await tokens.resolveToken({ token });
     if (!r.found) return null;
-    const identity: Identity = { owner: r.owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
+    const identity: Identity = { owner: r.owner as Owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
     cache.set(key, identity, r.expires_at_ms || Infinity);
     return identity;
   }
@@ -82,7 +82,7 @@ export function createIdentityCache(tokens: GrpcClient, maxAgeMs: number) {
   };
 }
 
-export function createUserCache(auth: GrpcClient, maxAgeMs: number) {
+export function createUserCache(auth: AuthClient, maxAgeMs: number) {
   const cache = new BoundedCache<UserRecord>(200_000, maxAgeMs);
   return {
     /** The user, or null when there is none. */
@@ -90,7 +90,7 @@ export function createUserCache(auth: GrpcClient, maxAgeMs: number) {
       const hit = cache.get(name);
       if (hit) return hit;
       try {
-        const user = await auth.call<UserRecord>('GetUser', { name });
+        const user = await auth.getUser({ name });
         cache.set(name, user);
         return user;
       } catch (e) {

@@ -1,5 +1,6 @@
 // /hub/health: the hub is healthy only while every actor answers its gRPC Ping within the deadline.
-import { createGrpcClient, type GrpcClient } from '../../shared/grpc.js';
+import type { Client } from '../../shared/contracts/index.js';
+import { createGrpcClient } from '../../shared/grpc.js';
 import { ACTORS, grpcSocketPath } from '../../shared/paths.js';
 
 export interface HealthReport {
@@ -10,13 +11,13 @@ export interface HealthReport {
 
 /** `gatewayInstance`: this gateway's own socket name; it checks its own gRPC service like the others. */
 export function createHealthChecker(dataDir: string, timeoutMs: number, gatewayInstance: string) {
-  const clients = new Map<string, GrpcClient>(
+  const clients = new Map<string, Pick<Client<'auth'>, 'ping' | 'close'>>(
     ACTORS.map((a) => [a, createGrpcClient(a, grpcSocketPath(dataDir, a, a === 'gateway' ? gatewayInstance : ''), timeoutMs)]));
   return {
     async check(): Promise<HealthReport> {
       const results = await Promise.all([...clients].map(async ([actor, client]) => {
         try {
-          const r = await client.call<{ instance: string; uptime_seconds: number; details: Record<string, string> }>('Ping', {});
+          const r = await client.ping({});
           return [actor, { instance: r.instance, uptime_seconds: r.uptime_seconds, details: r.details }] as const;
         } catch {
           return [actor, null] as const;

@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
-import type { GrpcClient } from '../../shared/grpc.js';
+import type { CallContext, TokensClient } from '../../shared/contracts/index.js';
 import type { Logger } from '../../shared/log.js';
 import type { ServiceConfig } from '../../shared/roles.js';
 import { GENERATED_ROUNDS, hashSecret, SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
@@ -20,7 +20,7 @@ export const USED_CODE_MEMORY_MS = 3_600_000;
 export interface OAuthDeps {
   config: HubConfig;
   store: OAuthStore;
-  tokens: GrpcClient;
+  tokens: TokensClient;
   audit: AuditPublisher;
   log: Logger;
 }
@@ -99,7 +99,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
   /** A client goes with every token it issued: they were good for reaching it only. */
   async function removeClient(clientId: string, by: string): Promise<void> {
     if (!(await store.deleteClient(clientId))) return;
-    await tokens.call('RevokeTokens', { ids: [], oauth_client: clientId, by, reason: 'oauth client removed' }).catch((e: HubError) =>
+    await tokens.revokeTokens({ ids: [], oauth_client: clientId, by, reason: 'oauth client removed' }).catch((e: HubError) =>
       log.warn({ event: 'oauth.client_tokens.revoke_failed', client_id: clientId, err: e.message }, 'tokens of a removed client not revoked'));
     void audit.publish('oauth_client', 'delete', { who: by, what: clientId, outcome: 'ok' });
   }
@@ -113,7 +113,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
   /** A replayed code: whatever it yielded is revoked, since one of the two presenters is not the client. */
   async function onReplay(row: CodeRow): Promise<never> {
     const ids = await store.markReused(row.code_hash);
-    if (ids.length) await tokens.call('RevokeTokens', { ids, oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
+    if (ids.length) await tokens.revokeTokens({ ids, oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
     log.warn({ event: 'oauth.code_reused', client_id: row.client_id, user: row.user_name, revoked: ids }, 'authorization code presented again: its tokens are revoked');
     void audit.publish('oauth_code', 'reuse', { who: `oauth:${row.client_id}`, what: `user:${row.user_name}`, outcome: 'denied', revoked: ids });
     throw errors.oauth('invalid_grant', 'Authorization code has already been used');
@@ -156,7 +156,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
     },
 
     /** The checks of RFC 6749 §4.1.3 in order: client, code, redirect_uri, PKCE; then the one redemption. */
-    async exchangeCode(r: { client_id: string; client_secret: string; code: string; redirect_uri: string; code_verifier: string }) {
+    async exchangeCode(r: { client_id: string; client_secret: string; code: string; redirect_uri: string; code_verifier: string }, call: CallContext) {
       const client = r.client_id ? await store.client(r.client_id) : undefined;
       if (!client || !r.client_secret || !verifySecret(r.client_secret, client.secret_hash)) throw errors.oauth('invalid_client', 'Client authentication failed');
       const row = r.code ? await store.code(digest(r.code)) : undefined;
@@ -168,18 +168,20 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
         if (!r.code_verifier) throw errors.oauth('invalid_request', 'code_verifier is required');
         if (!pkceMatches(row.code_challenge, row.code_challenge_method, r.code_verifier)) throw errors.oauth('invalid_grant', 'code_verifier does not match the code_challenge');
       }
+      // The caller has given up (its 504 is already sent): leave the code unclaimed and mint nothing.
+      if (call.cancelled) throw errors.timeout('the token exchange');
       if (!(await store.claimCode(row.code_hash, Date.now()))) return onReplay(row);
       const scopes = JSON.parse(row.scopes) as string[];
-      const minted = await tokens.call<{ model: { id: string }; token: string }>('IssueOAuthToken', {
+      const minted = await tokens.issueOAuthToken({
         user: row.user_name, scopes, session_id: row.session_id, oauth_client: client.client_id, note: client.description, expires_in: tokenLifetimeS,
-      });
+      }, { deadline: call.deadline });
       // a replay that arrived while the token was being minted found no token to revoke: revoke it now
-      if ((await store.recordToken(row.code_hash, minted.model.id)).reused) {
-        await tokens.call('RevokeTokens', { ids: [minted.model.id], oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
+      if ((await store.recordToken(row.code_hash, minted.model!.id)).reused) {
+        await tokens.revokeTokens({ ids: [minted.model!.id], oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
         throw errors.oauth('invalid_grant', 'Authorization code has already been used');
       }
-      void audit.publish('oauth_code', 'redeem', { who: `oauth:${client.client_id}`, what: `user:${row.user_name}/${minted.model.id}`, outcome: 'ok' });
-      return { access_token: minted.token, scope: scopes.join(' '), expires_in: tokenLifetimeS, token_id: minted.model.id, user: row.user_name };
+      void audit.publish('oauth_code', 'redeem', { who: `oauth:${client.client_id}`, what: `user:${row.user_name}/${minted.model!.id}`, outcome: 'ok' });
+      return { access_token: minted.token, scope: scopes.join(' '), expires_in: tokenLifetimeS, token_id: minted.model!.id, user: row.user_name };
     },
 
     /** At start: configured services' clients created or updated; those of services no longer configured removed. */

@@ -1,6 +1,6 @@
 // The proxy-router actor: owns the routing table (JetStream KV `hub_routes`). Wiring only.
 import { runActor } from '../../shared/actor.js';
-import { createGrpcClient } from '../../shared/grpc.js';
+import { createGrpcClient, within } from '../../shared/grpc.js';
 import { decodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
@@ -29,7 +29,7 @@ await runActor('proxy-router', async (ctx) => {
     hubTarget: `http://${ip === '0.0.0.0' || ip === '' ? '127.0.0.1' : ip}:${port}`,
     services: configuredServices(ctx.config).map((s) => ({ name: s.name, url: withoutCredentials(s.name, s.url) })),
     // Half the usual deadline: a reconciliation asked for over the API must answer within the caller's.
-    listServers: async () => (await spawner.call<{ servers: ServerFacts[] }>('ListServers', { ready_only: true }, ctx.rpcTimeoutMs / 2)).servers,
+    listServers: async () => (await spawner.listServers({ ready_only: true }, within(ctx.rpcTimeoutMs / 2))).servers,
     initial: await readRoutes(kv, ctx.rpcTimeoutMs * 4),
   });
 

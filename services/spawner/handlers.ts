@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
-import type { GrpcClient } from '../../shared/grpc.js';
+import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import type { Logger } from '../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import {
@@ -19,9 +19,9 @@ import type { Registry } from './registry.js';
 export interface SpawnerDeps {
   config: HubConfig;
   registry: Registry;
-  tokens: GrpcClient;
+  tokens: TokensClient;
   /** the oauth actor: each server is an OAuth client from its spawn to its stop */
-  oauth: GrpcClient;
+  oauth: OAuthClient;
   audit: AuditPublisher;
   log: Logger;
   instance: string;
@@ -88,11 +88,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
   async function revokeToken(r: ServerRecord): Promise<void> {
     if (!r.token_id) return;
-    await tokens.call('DeleteToken', { owner: { kind: 'user', name: r.user }, id: r.token_id, by: 'actor:spawner' }).catch((e: HubError) => {
+    await tokens.deleteToken({ owner: { kind: 'user', name: r.user }, id: r.token_id, by: 'actor:spawner' }).catch((e: HubError) => {
       if (e.status !== 404) log.warn({ event: 'server.token.revoke_failed', server: label(r), err: e.message }, 'server token not revoked');
     });
     // its OAuth client goes too (and with it the browser tokens it issued); the oauth actor prunes missed ones at its start
-    await oauth.call('DeleteClient', { client_id: serverClientId(r.user, r.name), by: 'actor:spawner' }).catch((e: HubError) =>
+    await oauth.deleteClient({ client_id: serverClientId(r.user, r.name), by: 'actor:spawner' }).catch((e: HubError) =>
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
@@ -100,10 +100,10 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   async function spawnServer(r: ServerRecord, abort: AbortController): Promise<void> {
     const l = localOf(r);
     try {
-      const issued = await tokens.call<{ model: { id: string }; token: string }>('IssueServerToken', { user: r.user, server_name: r.name, url: r.url });
-      r.token_id = issued.model.id;
+      const issued = await tokens.issueServerToken({ user: r.user, server_name: r.name, url: r.url });
+      r.token_id = issued.model!.id;
       // the server's token is also its OAuth client secret (reference §6.7)
-      await oauth.call('RegisterServerClient', { client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
+      await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
       r.port = await freePort();
       r.target = `http://127.0.0.1:${r.port}`;
       const child = launch({ cmd: command(), env: environment(r, issued.token), logFile: join(config.Hub.data_dir, 'servers', `${serverKey(r.user, r.name)}.log`) });
@@ -130,7 +130,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       announce('failed', r);
       log.warn({ event: 'server.spawn.failed', server: label(r), reason, cancelled }, 'server did not start');
       void audit.publish('server', 'start', { who: 'actor:spawner', what: label(r), outcome: 'failed', reason: cancelled ? 'cancelled' : reason });
-      throw new HubError(500, 'HUB_ERR_SPAWN_FAILED', cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}`);
+      throw errors.spawnFailed(cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}`);
     }
   }
 

@@ -2,6 +2,7 @@
 // lifecycle. Owner scopes come from roles (shared/roles.ts) and the owner's current admin flag and
 // groups (asked of the auth actor, cached until an event says they changed).
 import type { AuditPublisher } from '../../shared/audit.js';
+import type { CallContext } from '../../shared/contracts/index.js';
 import { errors, HubError } from '../../shared/errors.js';
 import { roleBook, rolesOfService, rolesOfUser, scopesOfRoles, configuredServices, type ServiceConfig, type UserFacts } from '../../shared/roles.js';
 import {
@@ -13,6 +14,13 @@ import type { HubConfig } from '../../shared/config.js';
 import type { TokenRow, TokenStore } from './store.js';
 
 export interface Owner { kind: 'user' | 'service'; name: string }
+type SentOwner = { kind: string; name: string } | null | undefined;
+
+/** An Owner sub-message as it arrives: absent or of another kind is the caller's mistake, not ours. */
+export function ownerOf(o: SentOwner): Owner {
+  if (!o || (o.kind !== 'user' && o.kind !== 'service') || !o.name) throw errors.badRequest('owner must name a user or a service');
+  return { kind: o.kind, name: o.name };
+}
 
 export interface TokensDeps {
   config: HubConfig;
@@ -127,15 +135,16 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       };
     },
 
-    async ownerScopes(owner: Owner) {
-      const info = await mustOwnerExist(owner);
+    async ownerScopes(sent: SentOwner) {
+      const info = await mustOwnerExist(ownerOf(sent));
       return { roles: info.roles, scopes: [...info.scopes] };
     },
 
-    async createToken(r: {
-      owner: Owner; requester: Owner; note: string; expires_in: number; has_scopes: boolean; scopes: string[];
+    async createToken(sent: {
+      owner: SentOwner; requester: SentOwner; note: string; expires_in: number; has_scopes: boolean; scopes: string[];
       has_roles: boolean; roles: string[]; requester_scopes?: string[];
-    }) {
+    }, call?: CallContext) {
+      const r = { ...sent, owner: ownerOf(sent.owner), requester: ownerOf(sent.requester) };
       const owner = r.owner;
       const info = await mustOwnerExist(owner);
       if (r.has_scopes && r.has_roles) throw errors.badRequest('Can only assign one of scopes or roles when creating tokens.');
@@ -168,6 +177,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       const token = newToken();
       const note = r.note || `Requested via api${byOther ? ` by ${r.requester.kind} ${r.requester.name}` : ''}`;
       const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      if (call?.cancelled) throw errors.timeout('creating the token'); // the requester already had its 504
       const id = await register(owner, token, requested, note, { rounds: GENERATED_ROUNDS, source: 'api', expiresAt });
       void audit.publish('token', 'create', { who: `${r.requester.kind}:${r.requester.name}`, what: `${owner.kind}:${owner.name}/a${id}`, outcome: 'ok', scopes: requested, expires_at: expiresAt });
       return { model: await model((await store.byId(id))!), token };
@@ -195,7 +205,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
      * An OAuth access token: owned by the user, tied to the login session (logout revokes it) and to the
      * client. The scopes are stored as the code carried them, so they name the client's access scope.
      */
-    async issueOAuthToken(r: { user: string; scopes: string[]; session_id: string; oauth_client: string; note: string; expires_in: number }) {
+    async issueOAuthToken(r: { user: string; scopes: string[]; session_id: string; oauth_client: string; note: string; expires_in: number }, call?: CallContext) {
       const owner: Owner = { kind: 'user', name: r.user };
       await mustOwnerExist(owner);
       const v = validateScopes(r.scopes);
@@ -203,6 +213,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       if (!r.oauth_client || r.oauth_client === 'hub') throw errors.badRequest('an OAuth token needs its client');
       const token = newToken();
       const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      if (call?.cancelled) throw errors.timeout('issuing the token'); // nobody would receive it
       const id = await register(owner, token, r.scopes, r.note, {
         rounds: GENERATED_ROUNDS, source: 'oauth', expiresAt, sessionId: r.session_id || null, oauthClient: r.oauth_client,
       });
@@ -224,19 +235,20 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       return { ids: gone.map(tokenId) };
     },
 
-    async listTokens(owner: Owner) {
+    async listTokens(sent: SentOwner) {
+      const owner = ownerOf(sent);
       await mustOwnerExist(owner);
       const now = isoNow();
       const rows = (await store.byOwner(owner.kind, owner.name)).filter((row) => !(row.expires_at && row.expires_at <= now));
       return { tokens: await Promise.all(rows.map(model)) };
     },
 
-    async getToken(r: { owner: Owner; id: string }) {
-      return model(await mustFind(r.owner, r.id));
+    async getToken(r: { owner: SentOwner; id: string }) {
+      return model(await mustFind(ownerOf(r.owner), r.id));
     },
 
-    async deleteToken(r: { owner: Owner; id: string; by: string }) {
-      const row = await mustFind(r.owner, r.id);
+    async deleteToken(r: { owner: SentOwner; id: string; by: string }) {
+      const row = await mustFind(ownerOf(r.owner), r.id);
       await store.delete(row.id);
       announce('token_revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
       void audit.publish('token', 'delete', { who: r.by, what: `${row.owner_kind}:${row.owner_name}/${tokenId(row)}`, outcome: 'ok' });
@@ -272,7 +284,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     const n = parseTokenId(id);
     const row = n === null ? undefined : await store.byId(n);
     if (!row || row.owner_kind !== owner.kind || row.owner_name !== owner.name || isExpired(row)) {
-      throw new HubError(404, 'HUB_ERR_TOKEN_NOT_FOUND', `No such token ${id.slice(0, 40)} for ${owner.kind} ${owner.name}`);
+      throw errors.notFound(`No such token ${id.slice(0, 40)} for ${owner.kind} ${owner.name}`, 'HUB_ERR_TOKEN_NOT_FOUND');
     }
     return row;
   }

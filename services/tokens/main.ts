@@ -2,6 +2,7 @@
 import { join } from 'node:path';
 import { runActor, type ActorContext } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
+import type { AuthClient } from '../../shared/contracts/index.js';
 import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson, encodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
@@ -22,7 +23,7 @@ await runActor('tokens', async (ctx) => {
     audit: ctx.audit,
     lookupUser: async (name) => {
       try {
-        return await auth.call<{ name: string; admin: boolean; groups: string[] }>('GetUser', { name });
+        return await auth.getUser({ name });
       } catch (e) {
         if ((e as HubError).status === 404) return null;
         throw e;
@@ -58,7 +59,7 @@ await runActor('tokens', async (ctx) => {
  * `Hub.api_tokens` (token → user; missing users are created) and services' `api_token` are registered
  * at start; config tokens no longer in the config are revoked.
  */
-async function registerConfiguredTokens(ctx: ActorContext, h: TokenHandlers, store: TokenStore, auth: ReturnType<typeof createGrpcClient>): Promise<void> {
+async function registerConfiguredTokens(ctx: ActorContext, h: TokenHandlers, store: TokenStore, auth: AuthClient): Promise<void> {
   const wanted: { token: string; owner: { kind: 'user' | 'service'; name: string } }[] = [
     ...Object.entries(ctx.config.Hub.api_tokens).map(([token, name]) => ({ token, owner: { kind: 'user' as const, name } })),
     ...configuredServices(ctx.config).filter((s) => s.api_token).map((s) => ({ token: s.api_token!, owner: { kind: 'service' as const, name: s.name } })),
@@ -80,10 +81,10 @@ async function registerConfiguredTokens(ctx: ActorContext, h: TokenHandlers, sto
 }
 
 /** The auth actor starts beside us: retry briefly (bounded) until it answers. */
-async function ensureUser(ctx: ActorContext, auth: ReturnType<typeof createGrpcClient>, name: string): Promise<void> {
+async function ensureUser(ctx: ActorContext, auth: AuthClient, name: string): Promise<void> {
   for (let attempt = 0, delay = 50; ; attempt++, delay = Math.min(delay * 2, 1000)) {
     try {
-      await auth.call('CreateUser', { name, admin: false, by: 'config' });
+      await auth.createUser({ name, admin: false, by: 'config' });
       return;
     } catch (e) {
       const status = (e as HubError).status;

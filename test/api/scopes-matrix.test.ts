@@ -79,7 +79,7 @@ for (const [method, path, body, expected] of MATRIX) {
       const b = body === undefined ? undefined : JSON.parse(JSON.stringify(body).replace('{who}', who));
       const r = await api(method, p, { token: callers[who], body: b });
       t.is(r.status, expected[who], `${who}: ${method} ${p} → ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
-      if (r.status >= 400) t.deepEqual(Object.keys(r.body).sort(), ['message', 'status'], `${who}: error body shape`);
+      if (r.status >= 400) t.deepEqual(Object.keys(r.body).sort(), ['code', 'message', 'status'], `${who}: error body shape`);
     }
   });
 }

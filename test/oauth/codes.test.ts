@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HubConfig } from '../../shared/config.js';
 import type { HubError } from '../../shared/errors.js';
-import type { GrpcClient } from '../../shared/grpc.js';
+import type { TokensClient } from '../../shared/contracts/index.js';
 import { createLogger } from '../../shared/log.js';
 import { CODE_LIFETIME_MS, createOAuthHandlers, pkceMatches, serviceClientSpecs } from '../../services/oauth/handlers.js';
 import { OAuthStore } from '../../services/oauth/store.js';
@@ -17,22 +17,19 @@ function fakeTokens() {
   const revoked: string[] = [];
   const revokedClients: string[] = [];
   let n = 0;
-  const client: GrpcClient = {
-    async call<T>(method: string, request: any): Promise<T> {
-      if (method === 'IssueOAuthToken') {
-        await new Promise((r) => setTimeout(r, 20)); // minting takes a moment: room for a race
-        n += 1;
-        return { model: { id: `a${n}` }, token: `token-${n}` } as T;
-      }
-      if (method === 'RevokeTokens') {
-        revoked.push(...request.ids);
-        if (request.oauth_client) revokedClients.push(request.oauth_client);
-        return { ids: request.ids } as T;
-      }
-      throw new Error(`unexpected ${method}`);
+  const client = {
+    async issueOAuthToken() {
+      await new Promise((r) => setTimeout(r, 20)); // minting takes a moment: room for a race
+      n += 1;
+      return { model: { id: `a${n}` }, token: `token-${n}` };
+    },
+    async revokeTokens(request: { ids: string[]; oauth_client: string }) {
+      revoked.push(...request.ids);
+      if (request.oauth_client) revokedClients.push(request.oauth_client);
+      return { ids: request.ids };
     },
     close() {},
-  };
+  } as unknown as TokensClient;
   return { client, revoked, revokedClients };
 }
 
@@ -55,7 +52,7 @@ const code = (h: Awaited<ReturnType<typeof setup>>['h'], extra: Record<string, s
 });
 
 const exchange = (h: Awaited<ReturnType<typeof setup>>['h'], c: string, extra: Record<string, string> = {}) =>
-  h.exchangeCode({ client_id: 'hub-user-ann', client_secret: 'server-secret', code: c, redirect_uri: '/user/ann/oauth_callback', code_verifier: '', ...extra });
+  h.exchangeCode({ client_id: 'hub-user-ann', client_secret: 'server-secret', code: c, redirect_uri: '/user/ann/oauth_callback', code_verifier: '', ...extra }, { deadline: Date.now() + 5000, cancelled: false });
 
 const oauthError = async (p: Promise<unknown>) => {
   try {

@@ -1,7 +1,7 @@
 // What the API handlers need, and small helpers they share.
 import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
-import type { GrpcClient } from '../../../shared/grpc.js';
+import type { AuthClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import type { Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
@@ -12,12 +12,12 @@ import type { ApiRequest } from './router.js';
 
 export interface ApiDeps {
   config: HubConfig;
-  auth: GrpcClient;
-  tokens: GrpcClient;
+  auth: AuthClient;
+  tokens: TokensClient;
   users: UserCache;
   /** forgotten at once by the gateway that made a change; other gateways learn it from the event */
   identities: IdentityCache;
-  spawner: GrpcClient;
+  spawner: SpawnerClient;
   /** the spawner's registry, as this gateway last heard it */
   servers: ServerMirror;
   /** browser logins (the `hub-hub-login` cookie) */

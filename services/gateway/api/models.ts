@@ -1,4 +1,5 @@
 // The JSON models of the API, cut down to what the requester's scopes reveal (reference §5).
+import type { Reply } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
 import { groupModelFields, hasScope, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
@@ -66,14 +67,11 @@ export function serviceModel(held: ReadonlySet<string>, svc: ServiceConfig, book
   }, keys);
 }
 
-export interface TokenRecord {
-  id: string; owner: { kind: string; name: string }; note: string; scopes: string[]; created: string;
-  last_activity: string; expires_at: string; session_id: string; oauth_client: string;
-}
+export type TokenRecord = Reply<'tokens', 'GetToken'>;
 
 export function tokenModel(t: TokenRecord): Record<string, unknown> {
   return {
-    [t.owner.kind]: t.owner.name, id: t.id, kind: 'api_token', roles: [], scopes: t.scopes, note: t.note, created: t.created,
+    [t.owner!.kind]: t.owner!.name, id: t.id, kind: 'api_token', roles: [], scopes: t.scopes, note: t.note, created: t.created,
     last_activity: orNull(t.last_activity), expires_at: orNull(t.expires_at), session_id: orNull(t.session_id), oauth_client: t.oauth_client,
   };
 }

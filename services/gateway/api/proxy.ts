@@ -14,7 +14,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
   const router = createGrpcClient('proxy-router', grpcSocketPath(config.Hub.data_dir, 'proxy-router'), config.Hub.rpc_timeout * 1000);
 
   async function reconcile(req: ApiRequest): Promise<void> {
-    await router.call('Reconcile', { by: req.who });
+    await router.reconcile({ by: req.who });
     req.reply.send(200, '', { 'Content-Type': 'application/json' });
   }
 
@@ -23,7 +23,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/proxy', access: ['proxy'],
       async handle(req) {
         const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
-        const r = await router.call<{ routes: RouteMessage[]; total: number }>('ListRoutes', { offset: page.offset, limit: page.limit });
+        const r = await router.listRoutes({ offset: page.offset, limit: page.limit });
         const items: Record<string, unknown> = {};
         for (const route of r.routes) items[route.routespec] = { routespec: route.routespec, target: route.target, data: JSON.parse(route.data_json) };
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));

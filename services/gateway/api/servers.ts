@@ -1,4 +1,5 @@
 // /hub/api/users/<u>/server[s/<s>][/progress]: start, stop, read, and follow a start.
+import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { serverModel, serverUrl, type ProgressEvent } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
@@ -13,7 +14,7 @@ const KEEPALIVE_MS = 8000;
  */
 export async function refreshBeforeSpawn(deps: ApiDeps, sessionId: string | undefined): Promise<void> {
   if (!deps.config.Authenticator.refresh_pre_spawn || !sessionId) return;
-  const r = await deps.auth.call<{ valid: boolean }>('RefreshUser', { session_id: sessionId, by: 'actor:gateway (pre-spawn)' });
+  const r = await deps.auth.refreshUser({ session_id: sessionId, by: 'actor:gateway (pre-spawn)' });
   if (!r.valid) {
     deps.web.forgetSession(sessionId);
     throw errors.forbidden('Your login has expired; sign in again to start a server', 'HUB_ERR_LOGIN_EXPIRED');
@@ -49,8 +50,8 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     await refreshBeforeSpawn(deps, req.identity?.sessionId);
-    const r = await spawner.call<{ status: string }>('StartServer', { user, name: server, user_options_json: userOptions(req), by: req.who },
-      (config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000);
+    const r = await spawner.startServer({ user, name: server, user_options_json: userOptions(req), by: req.who },
+      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
 
@@ -60,8 +61,8 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     if (server && !config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
     const current = servers.get(user, server);
     if (server && (!current || !servers.isActive(current))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
-    const r = await spawner.call<{ status: string }>('StopServer', { user, name: server, by: req.who },
-      (config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000);
+    const r = await spawner.stopServer({ user, name: server, by: req.who },
+      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
 

@@ -14,7 +14,7 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
     {
       method: 'GET', path: '/users/:name/tokens', access: ['read:tokens'], resource,
       async handle(req) {
-        const r = await tokens.call<{ tokens: TokenRecord[] }>('ListTokens', owner(req.params.name));
+        const r = await tokens.listTokens(owner(req.params.name));
         req.reply.json(200, { api_tokens: r.tokens.map(tokenModel) });
       },
     },
@@ -32,24 +32,24 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
         if (body.note !== undefined && typeof body.note !== 'string') throw errors.badRequest('note must be a string');
         const scopes = body.scopes === undefined ? undefined : stringList(body.scopes, 'scopes');
         const roles = body.roles === undefined ? undefined : stringList(body.roles, 'roles');
-        const r = await tokens.call<{ model: TokenRecord; token: string }>('CreateToken', {
+        const r = await tokens.createToken({
           owner: owner(target.name), requester: req.identity!.owner, note: (body.note as string | undefined)?.slice(0, 1000) ?? '',
           expires_in: expiresIn, has_scopes: scopes !== undefined, scopes: scopes ?? [], has_roles: roles !== undefined, roles: roles ?? [],
           requester_scopes: [...req.held],
         });
-        req.reply.json(201, { ...tokenModel(r.model), token: r.token });
+        req.reply.json(201, { ...tokenModel(r.model!), token: r.token });
       },
     },
     {
       method: 'GET', path: '/users/:name/tokens/:id', access: ['read:tokens'], resource,
       async handle(req) {
-        req.reply.json(200, tokenModel(await tokens.call<TokenRecord>('GetToken', { owner: owner(req.params.name), id: req.params.id })));
+        req.reply.json(200, tokenModel(await tokens.getToken({ owner: owner(req.params.name), id: req.params.id })));
       },
     },
     {
       method: 'DELETE', path: '/users/:name/tokens/:id', access: ['tokens'], resource,
       async handle(req) {
-        await tokens.call('DeleteToken', { owner: owner(req.params.name), id: req.params.id, by: req.who });
+        await tokens.deleteToken({ owner: owner(req.params.name), id: req.params.id, by: req.who });
         identities.forgetToken(req.params.id);
         req.reply.send(204, '');
       },

@@ -1,4 +1,5 @@
 // /hub/api/users…: identity lives in the auth actor; reads come from the gateway's cache.
+import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { expandScopes, listFilter } from '../../../shared/scopes.js';
 import type { UserRecord } from '../caches.js';
@@ -48,7 +49,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         const withServers = state === 'ready' ? servers.usersWith((r) => r.state === 'running') : servers.usersWith(servers.isActive);
         // The state filter is applied in the query when the scope filter allows it, else after (a page may then be short).
         const byState = state !== null && filter === 'all';
-        const r = await auth.call<{ users: UserRecord[]; total: number }>('ListUsers', {
+        const r = await auth.listUsers({
           offset: page.offset, limit: page.limit, restricted: filter !== 'all' || (byState && state !== 'inactive'),
           names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
           groups: filter === 'all' ? [] : [...filter.groups],
@@ -69,7 +70,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         const names = body.usernames === undefined ? [] : stringList(body.usernames, 'usernames');
         if (!names.length) throw errors.badRequest('Must specify at least one user to create');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
-        const r = await auth.call<{ users: UserRecord[] }>('CreateUsers', { names, admin: Boolean(body.admin), by: req.who });
+        const r = await auth.createUsers({ names, admin: Boolean(body.admin), by: req.who });
         req.reply.json(201, r.users.map((u) => { users.remember(u); return model(req.held, u); }));
       },
     },
@@ -88,7 +89,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         onlyKeys(body, ['name', 'admin']);
         if (body.admin !== undefined && typeof body.admin !== 'boolean') throw errors.badRequest('admin must be true or false');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
-        respondUser(req, 201, await auth.call<UserRecord>('CreateUser', { name: req.params.name, admin: Boolean(body.admin), by: req.who }));
+        respondUser(req, 201, await auth.createUser({ name: req.params.name, admin: Boolean(body.admin), by: req.who }));
       },
     },
     {
@@ -104,7 +105,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           if (target.admin) throw errors.forbidden('Only admins can modify other admins');
           if (body.admin) throw errors.forbidden('Only admins can grant admin permissions');
         }
-        const updated = await auth.call<UserRecord>('UpdateUser', { name: req.params.name, new_name: body.name, admin: body.admin, by: req.who });
+        const updated = await auth.updateUser({ name: req.params.name, new_name: body.name, admin: body.admin, by: req.who });
         users.forget(req.params.name);
         respondUser(req, 200, updated);
       },
@@ -116,12 +117,12 @@ export function userRoutes(deps: ApiDeps): Route[] {
         await mustGet(req.params.name);
         // servers first: a user is never deleted from under a running server
         try {
-          await spawner.call('StopUserServers', { user: req.params.name, by: req.who }, (config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000);
+          await spawner.stopUserServers({ user: req.params.name, by: req.who }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
         } catch (e) {
           if ((e as { status?: number }).status === 504) throw errors.badRequest(`${req.params.name}'s server is in the process of stopping, please wait.`);
           throw e;
         }
-        await auth.call('DeleteUser', { name: req.params.name, by: req.who });
+        await auth.deleteUser({ name: req.params.name, by: req.who });
         users.forget(req.params.name);
         identities.forgetOwner({ kind: 'user', name: req.params.name });
         req.reply.send(204, '');
@@ -151,7 +152,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           if (Object.keys(reported).length) nc.publish(subjects.command('spawner', 'activity'), encodeJson({ user: req.params.name, servers: reported }));
         }
         const latest = times.sort().at(-1)!;
-        await auth.call('RecordActivity', { name: req.params.name, last_activity: latest });
+        await auth.recordActivity({ name: req.params.name, last_activity: latest });
         req.reply.send(200, '', { 'Content-Type': 'application/json' });
       },
     },

@@ -6,6 +6,7 @@
 // cookies and returns the browser to where it was going.
 import { createHash, randomBytes } from 'node:crypto';
 import { macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
+import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { cap } from '../../../shared/log.js';
 import type { Reply, RequestInfo } from '../http.js';
@@ -58,7 +59,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const state = randomBytes(24).toString('base64url');
         const verifier = randomBytes(32).toString('base64url');
         const challenge = createHash('sha256').update(verifier).digest('base64url');
-        const { url } = await auth.call<{ url: string }>('ExternalLoginUrl', { state, code_challenge: challenge });
+        const { url } = await auth.externalLoginUrl({ state, code_challenge: challenge });
         const saved: SavedState = { s: state, v: verifier, n: next, t: Date.now() };
         redirect(reply, url, [stateCookie(info, web.sealer.seal(saved), STATE_MAX_AGE_SECONDS)]);
       },
@@ -78,8 +79,8 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const saved = savedState(info);
         if (!code) return failed(info, reply, 'The identity provider sent no code.');
         if (!state || !saved || !macEquals(state, saved.s)) return failed(info, reply, 'This sign-in was not started here, or it took too long (state missing or different).');
-        const r = await auth.call<LoginResult>('CompleteExternalLogin', { code, code_verifier: saved.v, remote_addr: info.remoteAddress },
-          COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000);
+        const r = await auth.completeExternalLogin({ code, code_verifier: saved.v, remote_addr: info.remoteAddress },
+          within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000));
         if (!r.ok) return failed(info, reply, r.message);
         redirect(reply, localPath(saved.n) || '/hub/home', [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
       },

@@ -2,7 +2,7 @@
 // (GET shows the consent page or skips it, POST records the consent) and the token endpoint. Clients and
 // codes live in the oauth actor; this file decides what a logged-in user may grant to which client.
 import { errors, HubError, oauthErrorName } from '../../../shared/errors.js';
-import type { GrpcClient } from '../../../shared/grpc.js';
+import type { OAuthClient as OAuthActor, Reply as ActorReply } from '../../../shared/contracts/index.js';
 import { cap } from '../../../shared/log.js';
 import {
   expandScopes, hasScope, identifyScopes, missingScopes, parseScope, SCOPE_DEFINITIONS, type IntersectContext, type ScopeIssuer, type ScopeOwner,
@@ -13,10 +13,7 @@ import { escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 
 /** The oauth actor's Client message. */
-export interface OAuthClient {
-  client_id: string; kind: 'server' | 'service'; description: string; redirect_uri: string; allowed_scopes: string[];
-  no_confirm: boolean; user: string; server_name: string; service: string; access_scope: string;
-}
+export type OAuthClient = ActorReply<'oauth', 'GetClient'>;
 
 /** The consent page must not be framed by another site (clickjacking a grant). */
 const HTML = { 'Content-Type': 'text/html; charset=utf-8', 'X-Frame-Options': 'DENY', 'Content-Security-Policy': "frame-ancestors 'none'" };
@@ -66,7 +63,7 @@ function describeScope(scope: string): string {
   return `<li><code>${escapeHtml(scope)}</code>: ${escapeHtml(text)}${filter ? ` <i>(only ${escapeHtml(filter.replace('=', ' '))})</i>` : ''}</li>`;
 }
 
-export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: GrpcClient): PageRoute[] {
+export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthActor): PageRoute[] {
   const { web, users, book } = deps;
   const htmlPage = (reply: Reply, status: number, title: string, body: string, user?: string) => reply.send(status, page(title, body, user), HTML);
 
@@ -75,7 +72,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: GrpcCli
     const clientId = q.get('client_id') ?? '';
     let client: OAuthClient;
     try {
-      client = await oauth.call<OAuthClient>('GetClient', { client_id: clientId });
+      client = await oauth.getClient({ client_id: clientId });
     } catch (e) {
       if ((e as HubError).status !== 404) throw e;
       htmlPage(reply, 400, 'Invalid OAuth request', `<p>There is no OAuth client <code>${escapeHtml(cap(clientId, 100))}</code>.</p>`, id.owner.name);
@@ -134,7 +131,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: GrpcCli
   /** The grant recorded as a code; the browser goes back to the client with it and the client's state. */
   async function issue(reply: Reply, q: URLSearchParams, client: OAuthClient, id: Identity, scopes: string[]): Promise<void> {
     const challenge = q.get('code_challenge') ?? '';
-    const { code } = await oauth.call<{ code: string }>('IssueCode', {
+    const { code } = await oauth.issueCode({
       client_id: client.client_id, user: id.owner.name, scopes, redirect_uri: client.redirect_uri, session_id: id.sessionId,
       code_challenge: challenge, code_challenge_method: challenge ? q.get('code_challenge_method') || 'plain' : '',
     });
@@ -203,7 +200,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: GrpcCli
       method: 'POST', pattern: /^\/hub\/api\/oauth2\/token$/,
       async handle(info, reply, body) {
         try {
-          const r = await oauth.call<{ access_token: string; scope: string; expires_in: number }>('ExchangeCode', tokenRequest(info, body));
+          const r = await oauth.exchangeCode(tokenRequest(info, body));
           reply.json(200, { access_token: r.access_token, token_type: 'Bearer', expires_in: Math.round(r.expires_in), scope: r.scope }, NO_STORE);
         } catch (e) {
           const name = e instanceof HubError ? oauthErrorName(e) : null;

@@ -1,5 +1,6 @@
 // The hub's own pages under /hub/: login and logout, home, spawning, and the token page.
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
+import { within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { isActive, serverUrl, progressUrl } from '../../../shared/servers.js';
@@ -118,7 +119,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const next = localPath(f.get('next') || new URLSearchParams(info.query).get('next')) ?? '';
         const xsrf = web.anonymousXsrf(info);
         if (xsrf.setCookie || !web.xsrfValid(info, xsrf.value, f.get('_xsrf'))) return loginForm(info, reply, 403, 'Your form expired. Please sign in again.', next);
-        const r = await auth.call<{ ok: boolean; name: string; session_id: string; message: string; retry_after: number }>('Authenticate', {
+        const r = await auth.authenticate({
           username: f.get('username') ?? '', password: f.get('password') ?? '', remote_addr: info.remoteAddress,
         });
         if (!r.ok) return loginForm(info, reply, 403, r.message, next);
@@ -131,8 +132,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const id = await web.identify(info);
         if (id) {
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          await auth.call('RevokeSession', { session_id: id.sessionId, by: `user:${id.owner.name}` });
-          await tokens.call('RevokeSessionTokens', { user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` });
+          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` });
+          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` });
           web.forgetSession(id.sessionId);
         }
         html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
@@ -189,7 +190,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         checkFormXsrf(info, id, form(body));
         const target = await users.get(user);
         if (!target || !hasScope(id.scopes, 'delete:servers', { kind: 'server', user, name, groups: target.groups })) throw errors.notFound();
-        await spawner.call('StopServer', { user, name, by: `user:${id.owner.name}` }, (config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000);
+        await spawner.stopServer({ user, name, by: `user:${id.owner.name}` }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
         redirect(reply, '/hub/home');
       },
     },
@@ -227,7 +228,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const f = form(body);
         checkFormXsrf(info, id, f);
         const days = Number(f.get('expires_days') || 0);
-        const r = await tokens.call<{ token: string }>('CreateToken', {
+        const r = await tokens.createToken({
           owner: id.owner, requester: id.owner, note: (f.get('note') ?? '').slice(0, 200) || 'Requested via token page',
           expires_in: Number.isFinite(days) && days > 0 ? Math.round(days * 86400) : 0, has_scopes: false, scopes: [], has_roles: false, roles: [],
           requester_scopes: [...id.scopes],
@@ -248,7 +249,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     if (!target || !mayStart(id, user, name, target.groups)) throw errors.notFound(`No such user: ${user}`);
     await refreshBeforeSpawn(deps, id.sessionId);
     try {
-      await spawner.call('StartServer', { user, name, user_options_json: '', by: `user:${id.owner.name}` }, (config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000);
+      await spawner.startServer({ user, name, user_options_json: '', by: `user:${id.owner.name}` }, within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
     } catch (e) {
       if (!(e instanceof HubError) || !/already running|pending/.test(e.message)) throw e;
     }

@@ -2,7 +2,7 @@
 // `hub-session-id` ties the OAuth tokens issued during that login to it; XSRF tokens are bound to it.
 import type { HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
-import type { GrpcClient } from '../../../shared/grpc.js';
+import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
 import { BoundedCache, type Identity } from '../caches.js';
 import type { RequestInfo } from '../http.js';
 
@@ -13,7 +13,7 @@ export const XSRF_COOKIE = '_xsrf';
 interface LoginPayload { u: string; s: string; t: number }
 interface SessionFacts { valid: boolean; user: string; refreshedMs: number }
 
-export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: GrpcClient) {
+export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: TokensClient) {
   const sealer = new CookieSealer(config.Hub.cookie_secret);
   const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
   const cacheMs = config.Hub.cache_max_age * 1000;
@@ -27,7 +27,7 @@ export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: G
   async function session(id: string): Promise<SessionFacts> {
     const hit = sessions.get(id);
     if (hit) return hit;
-    const s = await auth.call<{ valid: boolean; user: string; refreshed: string }>('CheckSession', { session_id: id });
+    const s = await auth.checkSession({ session_id: id });
     const facts = { valid: s.valid, user: s.user, refreshedMs: Date.parse(s.refreshed) || 0 };
     sessions.set(id, facts);
     return facts;
@@ -37,7 +37,7 @@ export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: G
   async function ownerScopes(user: string): Promise<ReadonlySet<string>> {
     const hit = scopesOf.get(user);
     if (hit) return hit;
-    const r = await tokens.call<{ scopes: string[] }>('OwnerScopes', { kind: 'user', name: user });
+    const r = await tokens.ownerScopes({ kind: 'user', name: user });
     const scopes = new Set(r.scopes);
     scopesOf.set(user, scopes);
     return scopes;
@@ -54,7 +54,7 @@ export function createWebSessions(config: HubConfig, auth: GrpcClient, tokens: G
       let s = await session(payload.s);
       if (!s.valid || s.user !== payload.u) return null;
       if (Date.now() - s.refreshedMs > refreshMs) {
-        const r = await auth.call<{ valid: boolean; user: string; refreshed: string }>('RefreshUser', { session_id: payload.s, by: `user:${payload.u}` });
+        const r = await auth.refreshUser({ session_id: payload.s, by: `user:${payload.u}` });
         s = { valid: r.valid, user: r.user, refreshedMs: Date.parse(r.refreshed) || Date.now() };
         sessions.set(payload.s, s);
         if (!s.valid) return null;
