@@ -3,7 +3,7 @@
 import { connect, headers as natsHeaders, type NatsConnection, type ServiceMsg, type Service } from 'nats';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
-import { natsServiceName } from './subjects.js';
+import { natsServiceName, subjects, type EventChange, type EventEntity } from './subjects.js';
 
 export type { NatsConnection };
 
@@ -47,6 +47,13 @@ export async function requestJson<T>(nc: NatsConnection, subject: string, payloa
   return decodeJson<T>(reply.data);
 }
 
+/** Publishes one domain event `hub.evt.<entity>.<change>` (the names are checked against shared/subjects.ts EVENTS). */
+export type Announce = <E extends EventEntity>(entity: E, change: EventChange<E>, body: Record<string, unknown>) => void;
+
+export function createAnnouncer(nc: NatsConnection): Announce {
+  return (entity, change, body) => nc.publish(subjects.event(entity, change), encodeJson(body));
+}
+
 export type NatsHandler = (payload: unknown, msg: ServiceMsg) => Promise<unknown> | unknown;
 
 /**
@@ -57,7 +64,7 @@ export async function serveNats(
   nc: NatsConnection, actor: string, version: string, endpoints: Record<string, NatsHandler>, log: Logger,
 ): Promise<Service> {
   const service = await nc.services.add({ name: natsServiceName(actor), version, queue: `hub-${actor}` });
-  const group = service.addGroup(`hub.${actor}`);
+  const group = service.addGroup(subjects.commandGroup(actor));
   for (const [verb, handle] of Object.entries(endpoints)) {
     group.addEndpoint(verb, async (err, msg) => {
       if (err) {

@@ -10,7 +10,7 @@ export interface UserModel { name: string; admin: boolean; groups: string[]; cre
 export interface GroupModel { name: string; users: string[]; properties_json: string }
 
 /** Who changed what, for the events caches and the tokens actor listen to. */
-export type Announce = (entity: 'user' | 'group' | 'session', change: string, body: Record<string, unknown>) => void;
+import type { Announce } from '../../shared/nats.js';
 
 export interface AuthDeps {
   store: AuthStore;
@@ -37,7 +37,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
     const batch = new Map(pendingActivity);
     pendingActivity.clear();
     await store.transaction(() => store.recordActivity(batch));
-    for (const name of batch.keys()) announce('user', 'activity', { name }); // cached user models are stale now
+    for (const [name, at] of batch) announce('user', 'activity', { name, last_activity: at }); // only the time moved
   }
 
   function latest(name: string, stored: string | null): string {

@@ -8,7 +8,7 @@ import type { HubConfig } from '../../shared/config.js';
 import { errors } from '../../shared/errors.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow } from '../../shared/time.js';
-import type { Announce } from './handlers.js';
+import type { Announce } from '../../shared/nats.js';
 import type { AuthStore, SessionRow } from './store.js';
 
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;

@@ -2,8 +2,7 @@
 import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
 import { HubError } from '../../shared/errors.js';
-import { encodeJson } from '../../shared/nats.js';
-import { subjects } from '../../shared/subjects.js';
+import { createAnnouncer } from '../../shared/nats.js';
 import { createAuthHandlers } from './handlers.js';
 import { createExternalLogin, providerConfigProblems } from './external.js';
 import { createLoginHandlers } from './login.js';
@@ -14,7 +13,7 @@ await runActor('auth', async (ctx) => {
   const h = createAuthHandlers({
     store,
     audit: ctx.audit,
-    announce: (entity, change, body) => ctx.nc.publish(subjects.event(entity, change), encodeJson(body)),
+    announce: createAnnouncer(ctx.nc),
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
   });
 
@@ -33,7 +32,7 @@ await runActor('auth', async (ctx) => {
   if (problems.length) throw new Error(`authenticator_class "oauth" needs: ${problems.join('; ')}`);
   const login = createLoginHandlers({
     config: ctx.config, store, audit: ctx.audit,
-    announce: (entity, change, body) => ctx.nc.publish(subjects.event(entity, change), encodeJson(body)),
+    announce: createAnnouncer(ctx.nc),
     ensureUser,
     // `external` is created just below; the closure runs only at refresh time
     recheck: viaProvider ? (s) => external.recheck(s) : undefined,

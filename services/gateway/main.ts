@@ -1,5 +1,6 @@
 // Gateway actor: the only public listener. Wiring only; see app.ts for the routes.
 import uWS from 'uWebSockets.js';
+import { subjects } from '../../shared/subjects.js';
 import { runActor } from '../../shared/actor.js';
 import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson } from '../../shared/nats.js';
@@ -42,7 +43,7 @@ await runActor('gateway', async (ctx) => {
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
   const web = createWebSessions(ctx.config, auth, tokens);
-  const events = ctx.nc.subscribe('hub.evt.>', { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
+  const events = ctx.nc.subscribe(subjects.allEvents, { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
   const routes = createRouteSync(await openRoutes(ctx.nc), ctx.log, ctx.rpcTimeoutMs);
   await routes.start(ctx.rpcTimeoutMs * 6);

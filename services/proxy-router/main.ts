@@ -5,7 +5,7 @@ import { decodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
 import { openRoutes, readRoutes, type Route } from '../../shared/routes.js';
-import { subjects } from '../../shared/subjects.js';
+import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import type { ServerFacts } from './desired.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
@@ -36,9 +36,9 @@ await runActor('proxy-router', async (ctx) => {
   // Events and reconciliations go through one queue, so a list taken before an event is applied before it.
   const periodic = reconcilePeriodically(reconciler, RECONCILE_INTERVAL_MS, ctx.log);
   const subs = [
-    ctx.nc.subscribe('hub.evt.server.*', {
+    ctx.nc.subscribe(subjects.eventsOf('server'), {
       callback: (_e, m) => {
-        const change = m.subject.split('.')[3];
+        const { change } = parseEventSubject(m.subject);
         reconciler.onServerEvent(change, decodeJson<ServerFacts>(m.data))
           .catch((err) => ctx.log.error({ event: 'proxy.server_event.failed', change, err: (err as Error).message }, 'server event not applied; the next reconciliation will'));
       },

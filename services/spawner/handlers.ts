@@ -3,6 +3,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
+import type { EventChange } from '../../shared/subjects.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
@@ -26,7 +27,7 @@ export interface SpawnerDeps {
   log: Logger;
   instance: string;
   /** hub.evt.server.<change> with the record as the proto's Server message */
-  announce: (change: string, record: ServerRecord) => void;
+  announce: (change: EventChange<'server'>, record: ServerRecord) => void;
 }
 
 /** What only this process knows about a server it is starting or stopping. */

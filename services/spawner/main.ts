@@ -29,7 +29,7 @@ await runActor('spawner', async (ctx) => {
     if (batch.length) void h.recordActivity(batch);
   }, Math.max(1000, config.Hub.activity_resolution * 1000));
   flush.unref();
-  const proxyActivity = ctx.nc.subscribe('hub.evt.activity.proxy', {
+  const proxyActivity = ctx.nc.subscribe(subjects.event('activity', 'proxy'), {
     callback: (_e, m) => {
       const routes = decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {};
       const byUrl = new Map(registry.all().map((r) => [r.url, r]));

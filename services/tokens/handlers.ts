@@ -265,9 +265,9 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
         const ids = await store.deleteOwner('user', body.name);
         if (ids.length) void audit.publish('token', 'delete', { who: 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
-      } else {
+      } else if (change === 'created' || change === 'updated') {
         forgetOwner({ kind: 'user', name: body.name });
-      }
+      } // `activity` changes nothing a token may do
     },
 
     onGroupEvent(body: { users?: string[] }) {

@@ -8,7 +8,7 @@ import { decodeJson, encodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
 import { SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
-import { subjects } from '../../shared/subjects.js';
+import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import { createTokenHandlers, type TokenHandlers } from './handlers.js';
 import { TokenStore } from './store.js';
 
@@ -33,8 +33,8 @@ await runActor('tokens', async (ctx) => {
   });
 
   const subs = [
-    ctx.nc.subscribe('hub.evt.user.*', { callback: (_e, m) => void h.onUserEvent(m.subject.split('.')[3], decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.user_event.failed', err }, 'user event not applied')) }),
-    ctx.nc.subscribe('hub.evt.group.*', { callback: (_e, m) => h.onGroupEvent(decodeJson(m.data)) }),
+    ctx.nc.subscribe(subjects.eventsOf('user'), { callback: (_e, m) => void h.onUserEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.user_event.failed', err }, 'user event not applied')) }),
+    ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => h.onGroupEvent(decodeJson(m.data)) }),
   ];
   await registerConfiguredTokens(ctx, h, store, auth);
   const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
