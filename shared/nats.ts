@@ -1,6 +1,6 @@
 // The NATS connection every process shares, JSON request/reply with HubError mapping,
 // and an actor's NATS service (the services framework gives $SRV.PING/INFO/STATS discovery for free).
-import { connect, headers as natsHeaders, type NatsConnection, type ServiceMsg, type Service } from 'nats';
+import { connect, headers as natsHeaders, RequestStrategy, type NatsConnection, type ServiceMsg, type Service } from 'nats';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
 import { natsServiceName, subjects, type EventChange, type EventEntity } from './subjects.js';
@@ -52,6 +52,33 @@ export type Announce = <E extends EventEntity>(entity: E, change: EventChange<E>
 
 export function createAnnouncer(nc: NatsConnection): Announce {
   return (entity, change, body) => nc.publish(subjects.event(entity, change), encodeJson(body));
+}
+
+/**
+ * Asks every running gateway to confirm that its copy of the server registry has applied `revision`
+ * (so it routes what that write made ready). The count of gateways comes from the NATS services
+ * framework's PING; a gateway that starts later loads the whole registry before it listens.
+ * Resolves with how many confirmed out of how many run.
+ */
+export async function gatewaysHaveApplied(nc: NatsConnection, revision: number, timeoutMs: number): Promise<{ confirmed: number; gateways: number }> {
+  /** replies counted until the strategy ends the request; no responders counts as none */
+  const count = async (replies: Promise<AsyncIterable<{ data: Uint8Array }>>) => {
+    let n = 0;
+    try {
+      for await (const m of await replies) if (m.data.length) n++;
+    } catch {
+      // no responders or a closed connection: those that answered are what we have
+    }
+    return n;
+  };
+  const gateways = await count(nc.requestMany(`$SRV.PING.${natsServiceName('gateway')}`, new Uint8Array(), {
+    strategy: RequestStrategy.JitterTimer, jitter: 50, maxWait: Math.min(500, timeoutMs),
+  }));
+  if (!gateways) return { confirmed: 0, gateways };
+  const confirmed = await count(nc.requestMany(subjects.command('gateway', 'servers-applied'), encodeJson({ revision, wait_ms: timeoutMs }), {
+    strategy: RequestStrategy.Count, maxMessages: gateways, maxWait: timeoutMs + 100,
+  }));
+  return { confirmed, gateways };
 }
 
 export type NatsHandler = (payload: unknown, msg: ServiceMsg) => Promise<unknown> | unknown;

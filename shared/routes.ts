@@ -1,8 +1,9 @@
-// The routing table as the proxy-router (its only writer) and every gateway (readers) share it:
-// a JetStream key-value bucket `hub_routes`, one key per route. Watching the bucket delivers the
-// whole current table first, then every change, so a gateway that starts or reconnects is complete
-// before it relies on the table, and a change reaches all gateways through NATS fan-out.
-import type { KV, KvEntry, QueuedIterator } from 'nats';
+// The routing table as the proxy-router (its only writer) and every gateway (readers, through
+// shared/kv-mirror.ts) share it: a JetStream key-value bucket `hub_routes`, one key per route (the hub,
+// services, routes added over the API). User servers are not in it: gateways route them from the server
+// registry (`serverRoute` below), so a server's route and its "ready" are one fact.
+import type { KV } from 'nats';
+import type { ServerRecord } from './servers.js';
 import { decodeJson, encodeJson, type NatsConnection } from './nats.js';
 
 export const ROUTES_BUCKET = 'hub_routes';
@@ -35,84 +36,15 @@ function isRoute(v: unknown): v is Route {
   return typeof r?.routespec === 'string' && typeof r.target === 'string' && typeof r.data === 'object' && r.data !== null;
 }
 
-export interface RouteListener {
-  /** the whole table as it stands when the watch starts */
-  initial(routes: Map<string, Route>): void;
-  put(route: Route): void;
-  remove(routespec: string): void;
-  /** the watch ended (NATS closed, consumer lost); the owner decides whether to watch again */
-  ended(err?: unknown): void;
+/** A bucket entry as a route, or null when it is not one the proxy-router wrote (ignored by readers). */
+export function decodeRoute(key: string, value: Uint8Array): Route | null {
+  if (!key.startsWith('r.')) return null;
+  const route = decodeJson<unknown>(value);
+  return isRoute(route) && route.routespec === routespecOfKey(key) ? route : null;
 }
 
-export interface RouteWatch {
-  stop(): void;
-}
-
-/**
- * Watches the bucket: `initial` once with the complete table, then `put`/`remove` per change.
- * Resolves once the initial table is delivered; rejects (and stops) if that takes longer than `timeoutMs`.
- */
-export async function watchRoutes(kv: KV, listener: RouteListener, timeoutMs: number): Promise<RouteWatch> {
-  const loading = new Map<string, Route>();
-  let loaded = false;
-  let stopped = false;
-  let markLoaded!: () => void;
-  const initialized = new Promise<void>((resolve) => { markLoaded = resolve; });
-  const iter: QueuedIterator<KvEntry> = await kv.watch({
-    // runs in order with the entries: everything before it is the initial table
-    initializedFn: () => {
-      loaded = true;
-      listener.initial(loading);
-      markLoaded();
-    },
-  });
-  void (async () => {
-    try {
-      for await (const e of iter) apply(e);
-      if (!stopped) listener.ended();
-    } catch (err) {
-      if (!stopped) listener.ended(err);
-    }
-  })();
-
-  function apply(e: KvEntry): void {
-    const routespec = routespecOfKey(e.key);
-    if (e.operation !== 'PUT') {
-      if (loaded) listener.remove(routespec);
-      else loading.delete(routespec);
-      return;
-    }
-    const route = decodeJson<unknown>(e.value);
-    if (!isRoute(route) || route.routespec !== routespec) return; // not written by the proxy-router: ignored
-    if (loaded) listener.put(route);
-    else loading.set(routespec, route);
-  }
-
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the routing table did not load within ${timeoutMs} ms`)), timeoutMs);
-  });
-  try {
-    await Promise.race([initialized, timedOut]);
-  } catch (e) {
-    stopped = true;
-    iter.stop();
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-  return {
-    stop: () => {
-      stopped = true;
-      iter.stop();
-    },
-  };
-}
-
-/** The table as it stands now, read once. */
-export async function readRoutes(kv: KV, timeoutMs: number): Promise<Map<string, Route>> {
-  let table = new Map<string, Route>();
-  const watch = await watchRoutes(kv, { initial: (routes) => { table = routes; }, put: () => undefined, remove: () => undefined, ended: () => undefined }, timeoutMs);
-  watch.stop();
-  return table;
+/** The route of a running single-user server (its `url` to its `target`), or null while it has none. */
+export function serverRoute(s: Pick<ServerRecord, 'user' | 'name' | 'url' | 'target' | 'state' | 'last_activity'>): Route | null {
+  if (s.state !== 'running' || !s.target || !s.url?.startsWith('/') || !s.url.endsWith('/')) return null;
+  return { routespec: s.url, target: s.target, data: { user: s.user, server_name: s.name, last_activity: s.last_activity || null } };
 }

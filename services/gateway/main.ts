@@ -6,7 +6,6 @@ import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices, roleBook } from '../../shared/roles.js';
-import { openRoutes } from '../../shared/routes.js';
 import { createApi } from './api/index.js';
 import { createApp } from './app.js';
 import { createIdentityCache, createUserCache } from './caches.js';
@@ -20,7 +19,7 @@ import { createWebSessions } from './web/sessions.js';
 import { UWS_BUILD } from './http.js';
 import { createActivityRecorder } from './proxy/activity.js';
 import { createProxy } from './proxy/index.js';
-import { createRouteSync } from './proxy/sync.js';
+import { createRouting } from './proxy/sync.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
@@ -37,7 +36,7 @@ await runActor('gateway', async (ctx) => {
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
   const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
   const oauth = createGrpcClient('oauth', grpcSocketPath(dataDir, 'oauth'), ctx.rpcTimeoutMs);
-  const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs);
+  const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
 
@@ -45,13 +44,13 @@ await runActor('gateway', async (ctx) => {
   const web = createWebSessions(ctx.config, auth, tokens);
   const events = ctx.nc.subscribe(subjects.allEvents, { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
-  const routes = createRouteSync(await openRoutes(ctx.nc), ctx.log, ctx.rpcTimeoutMs);
-  await routes.start(ctx.rpcTimeoutMs * 6);
+  const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6);
   ctx.onNatsStatus((type) => {
     if (type === 'reconnect') {
       identities.clear();
       users.clear();
       web.clear();
+      void servers.reload();
       void routes.reload();
     }
   });

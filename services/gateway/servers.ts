@@ -1,48 +1,62 @@
-// The gateway's copy of the spawner's registry, kept by watching the `hub_servers` KV bucket:
-// user models, state filters and progress streams read it without asking anyone.
+// The gateway's copy of the spawner's registry (the `hub_servers` KV bucket, through the shared mirror):
+// user models, state filters, progress streams and the routes to user servers all read it without asking anyone.
+import { mirrorKv } from '../../shared/kv-mirror.js';
 import type { Logger } from '../../shared/log.js';
-import { decodeJson, type NatsConnection } from '../../shared/nats.js';
+import { decodeJson, encodeJson, type NatsConnection } from '../../shared/nats.js';
+import { subjects } from '../../shared/subjects.js';
 import { isActive, parseServerKey, SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
 
 type Listener = (record: ServerRecord | null) => void;
 
-export async function createServerMirror(nc: NatsConnection, log: Logger, initTimeoutMs: number) {
+export async function createServerMirror(nc: NatsConnection, log: Logger, loadTimeoutMs: number) {
+  const mirror = await mirrorKv<ServerRecord>(nc, {
+    bucket: SERVERS_BUCKET, log, loadTimeoutMs,
+    decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
+  });
   const byUser = new Map<string, Map<string, ServerRecord>>();
   const listeners = new Map<string, Set<Listener>>();
-  const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
-  let initialized!: () => void;
-  const ready = new Promise<void>((resolve) => { initialized = resolve; });
-  const watch = await kv.watch({ initializedFn: () => initialized() });
-
   const keyOf = (user: string, name: string) => JSON.stringify([user, name]);
 
-  function apply(user: string, name: string, record: ServerRecord | null): void {
-    let mine = byUser.get(user);
+  function index(record: ServerRecord | null, id: { user: string; name: string }): void {
+    let mine = byUser.get(id.user);
     if (record) {
-      if (!mine) byUser.set(user, (mine = new Map()));
-      mine.set(name, record);
+      if (!mine) byUser.set(id.user, (mine = new Map()));
+      mine.set(id.name, record);
     } else if (mine) {
-      mine.delete(name);
-      if (!mine.size) byUser.delete(user);
+      mine.delete(id.name);
+      if (!mine.size) byUser.delete(id.user);
     }
-    for (const l of listeners.get(keyOf(user, name)) ?? []) l(record);
+    for (const l of listeners.get(keyOf(id.user, id.name)) ?? []) l(record);
   }
-
-  void (async () => {
-    for await (const e of watch) {
-      const id = parseServerKey(e.key);
-      if (!id) continue;
-      apply(id.user, id.name, e.operation === 'PUT' ? decodeJson<ServerRecord>(e.value) : null);
-    }
-    log.warn({ event: 'gateway.servers_watch.ended' }, 'server registry watch ended');
-  })();
-  // A gateway serves user models only once it has the whole registry.
-  await Promise.race([ready, new Promise((r) => setTimeout(r, initTimeoutMs))]);
+  function rebuild(): void {
+    const before = [...byUser.values()].flatMap((m) => [...m.values()]);
+    byUser.clear();
+    for (const r of mirror.values()) index(r, r);
+    for (const r of before) if (!byUser.get(r.user)?.has(r.name)) index(null, r);
+  }
+  rebuild();
+  // The spawner announces a server ready only after every gateway says its copy has the write (shared/nats.ts
+  // gatewaysHaveApplied): answered here, by every gateway (no queue group), once this copy has it.
+  const applied = nc.subscribe(subjects.command('gateway', 'servers-applied'), {
+    callback: (_e, m) => {
+      const { revision, wait_ms: waitMs } = decodeJson<{ revision?: number; wait_ms?: number }>(m.data) ?? {};
+      if (typeof revision !== 'number' || !m.reply) return;
+      void mirror.waitForRevision(revision, Math.min(Number(waitMs) || 1000, 10_000)).then((ok) => {
+        if (ok) m.respond(encodeJson({ revision: mirror.revision }));
+      });
+    },
+  });
+  mirror.listen((c) => {
+    if (c.kind === 'reset') return rebuild();
+    const id = parseServerKey(c.key);
+    if (id) index(c.kind === 'put' ? c.value : null, id);
+  });
 
   return {
     get: (user: string, name: string): ServerRecord | undefined => byUser.get(user)?.get(name),
     /** a user's records, active or the last failed start */
     of: (user: string): ServerRecord[] => [...(byUser.get(user)?.values() ?? [])],
+    all: (): IterableIterator<ServerRecord> => mirror.values(),
     usersWith: (test: (r: ServerRecord) => boolean): string[] =>
       [...byUser].filter(([, servers]) => [...servers.values()].some(test)).map(([user]) => user),
     /** calls `fn` with every change of one server (null when it is gone); returns the unsubscribe */
@@ -56,7 +70,22 @@ export async function createServerMirror(nc: NatsConnection, log: Logger, initTi
         if (!set!.size) listeners.delete(key);
       };
     },
-    stop: () => watch.stop(),
+    /** every change of any server, and `null` after a reload replaced the copy */
+    listen: (fn: (record: ServerRecord | null, previous?: ServerRecord) => void) => mirror.listen((c) => {
+      if (c.kind === 'reset') fn(null);
+      else if (c.kind === 'put') fn(c.value);
+      else if (c.previous) fn({ ...c.previous, state: 'stop', target: '' }, c.previous);
+    }),
+    waitForRevision: (revision: number, timeoutMs: number) => mirror.waitForRevision(revision, timeoutMs),
+    get revision() {
+      return mirror.revision;
+    },
+    reload: () => mirror.reload(),
+    staleMs: () => mirror.staleMs(),
+    stop: () => {
+      applied.unsubscribe();
+      mirror.stop();
+    },
     isActive,
   };
 }

@@ -1,20 +1,12 @@
 // What the routing table should hold, and what must change to get there. Pure functions.
 //   /                    → the hub itself (the gateway serves hub pages; the route marks "hub")
 //   /services/<name>/    → each configured service with a `url`
-//   /user/<name>/[<s>/]  → each ready single-user server, at its `url`, to its `target`
+// User servers are not here: gateways route them from the server registry itself (shared/routes.ts serverRoute),
+// and routes of servers left in the bucket by an older hub are removed as not desired.
 import type { Route } from '../../shared/routes.js';
 import { escapeName } from '../../shared/servers.js';
 
 export const HUB_ROUTESPEC = '/';
-
-/** A server as the spawner describes it (proto `Server`, also the body of hub.evt.server.* events). */
-export interface ServerFacts {
-  user: string;
-  name: string;
-  url: string;
-  target: string;
-  last_activity?: string;
-}
 
 export interface ServiceFacts {
   name: string;
@@ -25,25 +17,12 @@ export const hubRoute = (hubTarget: string): Route => ({ routespec: HUB_ROUTESPE
 
 export const serviceRoute = (name: string, url: string): Route => ({ routespec: `/services/${escapeName(name)}/`, target: url, data: { service: name } });
 
-/** Null while the server has nowhere to be reached, or when its url is not a path. */
-export function serverRoute(s: ServerFacts): Route | null {
-  if (!s.target || !s.url?.startsWith('/') || !s.url.endsWith('/')) return null;
-  return { routespec: s.url, target: s.target, data: { user: s.user, server_name: s.name, last_activity: s.last_activity || null } };
-}
-
-export const isServerRoute = (r: Route): boolean => typeof r.data.user === 'string';
-
-/**
- * The routes that should exist. `servers` is null when the spawner did not answer: the server routes
- * already in the table then stand as they are (never wipe routes because nobody answered).
- */
-export function desiredRoutes(hubTarget: string, services: ServiceFacts[], servers: ServerFacts[] | null, actual: ReadonlyMap<string, Route>): Map<string, Route> {
+/** The routes that should be in the bucket: the hub itself and every service with a `url`. */
+export function desiredRoutes(hubTarget: string, services: ServiceFacts[]): Map<string, Route> {
   const want = new Map<string, Route>();
-  const add = (r: Route | null) => { if (r) want.set(r.routespec, r); };
+  const add = (r: Route) => want.set(r.routespec, r);
   add(hubRoute(hubTarget));
   for (const s of services) if (s.url) add(serviceRoute(s.name, s.url));
-  if (servers) for (const s of servers) add(serverRoute(s));
-  else for (const r of actual.values()) if (isServerRoute(r)) add(r);
   return want;
 }
 

@@ -1,15 +1,14 @@
 // The proxy-router actor: owns the routing table (JetStream KV `hub_routes`). Wiring only.
 import { runActor } from '../../shared/actor.js';
-import { createGrpcClient, within } from '../../shared/grpc.js';
+import { mirrorKv } from '../../shared/kv-mirror.js';
 import { decodeJson } from '../../shared/nats.js';
-import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
-import { openRoutes, readRoutes, type Route } from '../../shared/routes.js';
-import { parseEventSubject, subjects } from '../../shared/subjects.js';
-import type { ServerFacts } from './desired.js';
+import { decodeRoute, ROUTES_BUCKET, serverRoute, type Route } from '../../shared/routes.js';
+import { parseServerKey, SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
+import { subjects } from '../../shared/subjects.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
-/** A full comparison with the spawner's list this often; server events keep the table current in between. */
+/** A full comparison of the bucket with the configured services this often (and at start). */
 const RECONCILE_INTERVAL_MS = 60_000;
 const LIST_PAGE_MAX = 10_000;
 
@@ -20,35 +19,44 @@ await runActor('proxy-router', async (ctx) => {
     ctx.log.warn({ event: 'proxy.service_not_routed', service: name }, 'service url carries credentials: not routed');
     return undefined;
   };
-  const { ip, port, data_dir: dataDir } = ctx.config.Hub;
-  const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
-  const kv = await openRoutes(ctx.nc);
+  const { ip, port } = ctx.config.Hub;
+  const loadTimeoutMs = ctx.rpcTimeoutMs * 4;
+  // The router is the bucket's only writer: its copy is read once, then kept by its own writes.
+  const bucket = await mirrorKv<Route>(ctx.nc, { bucket: ROUTES_BUCKET, decode: decodeRoute, loadTimeoutMs, log: ctx.log });
+  bucket.stop();
+  // Running servers are listed from the registry the gateways route them from.
+  const servers = await mirrorKv<ServerRecord>(ctx.nc, {
+    bucket: SERVERS_BUCKET, loadTimeoutMs, log: ctx.log, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
+  });
   const reconciler = createReconciler({
-    kv, log: ctx.log, audit: ctx.audit,
+    kv: bucket.kv, log: ctx.log, audit: ctx.audit,
     // The gateway answers hub paths itself; the route's target says where the hub is reachable.
     hubTarget: `http://${ip === '0.0.0.0' || ip === '' ? '127.0.0.1' : ip}:${port}`,
     services: configuredServices(ctx.config).map((s) => ({ name: s.name, url: withoutCredentials(s.name, s.url) })),
-    // Half the usual deadline: a reconciliation asked for over the API must answer within the caller's.
-    listServers: async () => (await spawner.listServers({ ready_only: true }, within(ctx.rpcTimeoutMs / 2))).servers,
-    initial: await readRoutes(kv, ctx.rpcTimeoutMs * 4),
+    serverRoutes: () => {
+      const routes = new Map<string, Route>();
+      for (const s of servers.values()) {
+        const r = serverRoute(s);
+        if (r) routes.set(r.routespec, r);
+      }
+      return routes;
+    },
+    initial: new Map([...bucket.values()].map((r) => [r.routespec, r])),
   });
 
   // Events and reconciliations go through one queue, so a list taken before an event is applied before it.
   const periodic = reconcilePeriodically(reconciler, RECONCILE_INTERVAL_MS, ctx.log);
   const subs = [
-    ctx.nc.subscribe(subjects.eventsOf('server'), {
-      callback: (_e, m) => {
-        const { change } = parseEventSubject(m.subject);
-        reconciler.onServerEvent(change, decodeJson<ServerFacts>(m.data))
-          .catch((err) => ctx.log.error({ event: 'proxy.server_event.failed', change, err: (err as Error).message }, 'server event not applied; the next reconciliation will'));
-      },
-    }),
     ctx.nc.subscribe(subjects.event('activity', 'proxy'), { callback: (_e, m) => reconciler.noteActivity(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}) }),
     ctx.nc.subscribe(subjects.event('route', 'unreachable'), {
-      // A gateway could not reach a target: maybe the server is gone and its stop event was missed.
+      // A gateway could not reach a target: maybe a service moved; look again soon.
       callback: () => periodic.soon('target unreachable'),
     }),
   ];
+
+  ctx.onNatsStatus((type) => {
+    if (type === 'reconnect') void servers.reload();
+  });
 
   return {
     grpc: {
@@ -62,7 +70,7 @@ await runActor('proxy-router', async (ctx) => {
     close: () => {
       periodic.stop();
       for (const s of subs) s.unsubscribe();
-      spawner.close();
+      servers.stop();
     },
   };
 });

@@ -3,10 +3,9 @@
 // being the bucket's only writer.
 import type { KV } from 'nats';
 import type { AuditPublisher } from '../../shared/audit.js';
-import type { HubError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
 import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
-import { desiredRoutes, isServerRoute, planChanges, sameRoute, serverRoute, type Plan, type ServerFacts, type ServiceFacts } from './desired.js';
+import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desired.js';
 
 /** Bucket writes in flight at once: a first reconciliation of many routes should not wait on each write in turn. */
 const WRITE_CONCURRENCY = 64;
@@ -17,8 +16,8 @@ export interface ReconcilerDeps {
   audit: AuditPublisher;
   hubTarget: string;
   services: ServiceFacts[];
-  /** the spawner's ready servers; throws when the spawner does not answer */
-  listServers(): Promise<ServerFacts[]>;
+  /** the routes of running servers, from the server registry (gateways route them from the same registry) */
+  serverRoutes(): Map<string, Route>;
   /** the table as it stands in the bucket at start */
   initial: Map<string, Route>;
 }
@@ -27,7 +26,6 @@ export interface Outcome {
   added: number;
   repointed: number;
   removed: number;
-  servers_known: boolean;
 }
 
 export function createReconciler(deps: ReconcilerDeps) {
@@ -35,7 +33,6 @@ export function createReconciler(deps: ReconcilerDeps) {
   const actual = new Map(deps.initial);
   /** newest activity the gateways reported per routespec (kept here, not written per request to the bucket) */
   const activity = new Map<string, string>();
-  let sorted: string[] | null = null;
   let queue: Promise<unknown> = Promise.resolve();
   let lastReconciled = '';
 
@@ -49,7 +46,6 @@ export function createReconciler(deps: ReconcilerDeps) {
     const before = actual.get(route.routespec);
     await putRoute(kv, route);
     actual.set(route.routespec, route);
-    sorted = null;
     log.info({ event: `route.${verb}`, routespec: route.routespec, target: route.target, previous: before?.target, reason }, `route ${verb}`);
     void audit.publish('route', verb, { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -58,7 +54,6 @@ export function createReconciler(deps: ReconcilerDeps) {
     await deleteRoute(kv, route.routespec);
     actual.delete(route.routespec);
     activity.delete(route.routespec);
-    sorted = null;
     log.info({ event: 'route.remove', routespec: route.routespec, target: route.target, reason }, 'route remove');
     void audit.publish('route', 'remove', { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -72,53 +67,31 @@ export function createReconciler(deps: ReconcilerDeps) {
     for (let i = 0; i < jobs.length; i += WRITE_CONCURRENCY) await Promise.all(jobs.slice(i, i + WRITE_CONCURRENCY).map((j) => j()));
   }
 
-  async function serversOrNull(): Promise<ServerFacts[] | null> {
-    try {
-      return await deps.listServers();
-    } catch (e) {
-      log.warn({ event: 'proxy.spawner_unavailable', status: (e as HubError).status, err: (e as Error).message }, 'spawner did not list servers: server routes kept as they are');
-      return null;
-    }
-  }
-
   return {
-    /** Compares what should exist with the table and makes the difference; server routes stay when the spawner is silent. */
+    /** Compares what should exist with the table and makes the difference. */
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
-      const servers = await serversOrNull();
-      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services, servers, actual), actual);
+      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services), actual);
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
-      const outcome = { added: plan.add.length, repointed: plan.repoint.length, removed: plan.remove.length, servers_known: servers !== null };
+      const outcome = { added: plan.add.length, repointed: plan.repoint.length, removed: plan.remove.length };
       if (plan.add.length || plan.repoint.length || plan.remove.length) log.info({ event: 'proxy.reconciled', reason, ...outcome }, 'routing table reconciled');
       return outcome;
-    }),
-
-    /** hub.evt.server.<change>: a ready or adopted server gets its route; a stopping, stopped or failed one loses it. */
-    onServerEvent: (change: string, server: ServerFacts): Promise<void> => serially(async () => {
-      const reason = `server ${change}`;
-      if (change === 'ready' || change === 'adopted') {
-        const route = serverRoute(server);
-        if (!route) return;
-        const have = actual.get(route.routespec);
-        if (!have || !sameRoute(route, have)) await write(route, have ? 'repoint' : 'add', reason);
-      } else if (change === 'stopping' || change === 'stopped' || change === 'failed') {
-        const have = actual.get(server.url);
-        if (have && isServerRoute(have) && have.data.user === server.user && have.data.server_name === server.name) await remove(have, reason);
-      }
     }),
 
     /** hub.evt.activity.proxy from any gateway: newest time per route. */
     noteActivity(routes: Record<string, string>): void {
       for (const [spec, at] of Object.entries(routes)) {
-        if (typeof at === 'string' && actual.has(spec) && at > (activity.get(spec) ?? '')) activity.set(spec, at);
+        if (typeof at === 'string' && at > (activity.get(spec) ?? '')) activity.set(spec, at);
       }
     },
 
-    /** A page of the table ordered by routespec, each route with its newest known activity. */
+    /** A page of the whole table (bucket routes and running servers) ordered by routespec, each with its newest activity. */
     list(offset: number, limit: number): { routes: Route[]; total: number } {
-      sorted ??= [...actual.keys()].sort();
-      const routes = sorted.slice(offset, offset + limit).map((spec) => withActivity(actual.get(spec)!));
-      return { routes, total: sorted.length };
+      const all = new Map([...actual, ...deps.serverRoutes()]);
+      const specs = [...all.keys()].sort();
+      for (const spec of activity.keys()) if (!all.has(spec)) activity.delete(spec); // routes gone since
+      const routes = specs.slice(offset, offset + limit).map((spec) => withActivity(all.get(spec)!));
+      return { routes, total: specs.length };
     },
 
     size: () => actual.size,
@@ -135,8 +108,7 @@ export function createReconciler(deps: ReconcilerDeps) {
 export type Reconciler = ReturnType<typeof createReconciler>;
 
 /**
- * Reconciles now, then every `intervalMs`; sooner (with backoff) while the spawner is silent or the
- * bucket refuses writes, and soon after `soon()` (a gateway found a target unreachable).
+ * Reconciles now, then every `intervalMs`; sooner (with backoff) while the bucket refuses writes, and soon after `soon()` (a gateway found a target unreachable).
  */
 export function reconcilePeriodically(reconciler: Reconciler, intervalMs: number, log: Logger) {
   const RETRY_FIRST_MS = 500;
@@ -158,7 +130,8 @@ export function reconcilePeriodically(reconciler: Reconciler, intervalMs: number
     due = Infinity;
     let settled = false;
     try {
-      settled = (await reconciler.reconcile(reason)).servers_known;
+      await reconciler.reconcile(reason);
+      settled = true;
     } catch (e) {
       log.error({ event: 'proxy.reconcile.failed', reason, err: (e as Error).message }, 'reconciliation failed, will retry');
     }

@@ -26,6 +26,8 @@ export interface SpawnerDeps {
   audit: AuditPublisher;
   log: Logger;
   instance: string;
+  /** how many running gateways have applied a registry write, and how many run */
+  gatewaysHaveApplied: (revision: number) => Promise<{ confirmed: number; gateways: number }>;
   /** hub.evt.server.<change> with the record as the proto's Server message */
   announce: (change: EventChange<'server'>, record: ServerRecord) => void;
 }
@@ -50,7 +52,7 @@ export function serverMessage(r: ServerRecord) {
   };
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce }: SpawnerDeps) {
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, gatewaysHaveApplied }: SpawnerDeps) {
   const S = config.Spawner;
   const local = new Map<string, Local>();
   const localOf = (r: { user: string; name: string }) => {
@@ -135,12 +137,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
   }
 
+  /**
+   * Ready means routed: the record says `running` (gateways route a server from the registry), then every
+   * gateway confirms its copy has that write, and only then the ready event and the 201 go out.
+   */
   async function markReady(r: ServerRecord, change: 'ready' | 'adopted'): Promise<void> {
     r.state = 'running';
+    const revision = await registry.save(r);
+    const seen = await gatewaysHaveApplied(revision);
+    if (seen.confirmed < seen.gateways) log.warn({ event: 'server.route.unconfirmed', server: label(r), ...seen }, 'not every gateway confirmed the route in time');
     if (change === 'ready') {
       await progress(r, { progress: 100, ready: true, url: r.url, message: `Server ready at ${r.url}`, html_message: `Server ready at <a href="${r.url}">${r.url}</a>` });
-    } else {
-      await registry.save(r);
     }
     announce(change, r);
   }

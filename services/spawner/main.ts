@@ -1,7 +1,7 @@
 // The spawner actor: single-user servers as local processes. Wiring only.
 import { runActor } from '../../shared/actor.js';
 import { createGrpcClient } from '../../shared/grpc.js';
-import { decodeJson, encodeJson } from '../../shared/nats.js';
+import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
@@ -9,11 +9,12 @@ import { Registry } from './registry.js';
 
 await runActor('spawner', async (ctx) => {
   const { config } = ctx;
-  const registry = await Registry.open(ctx.nc);
+  const registry = await Registry.open(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
   const tokens = createGrpcClient('tokens', grpcSocketPath(config.Hub.data_dir, 'tokens'), ctx.rpcTimeoutMs);
   const oauth = createGrpcClient('oauth', grpcSocketPath(config.Hub.data_dir, 'oauth'), ctx.rpcTimeoutMs);
   const h = createSpawnerHandlers({
     config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance,
+    gatewaysHaveApplied: (revision) => gatewaysHaveApplied(ctx.nc, revision, ctx.rpcTimeoutMs),
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
 

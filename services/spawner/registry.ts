@@ -3,13 +3,15 @@
 import type { KV } from 'nats';
 import { errors } from '../../shared/errors.js';
 import { encodeJson, decodeJson, type NatsConnection } from '../../shared/nats.js';
-import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
+import { mirrorKv } from '../../shared/kv-mirror.js';
+import type { Logger } from '../../shared/log.js';
+import { parseServerKey, SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 /**
  * JetStream answers slowly or not at all for a few seconds after NATS restarts: a write is retried
  * (bounded), then reported as 503, the hub's "try again shortly", never as an internal error.
  */
-async function withRetry(write: () => Promise<unknown>): Promise<unknown> {
+async function withRetry<T>(write: () => Promise<T>): Promise<T> {
   let last: unknown;
   for (let attempt = 0, delay = 100; attempt < 6; attempt++, delay *= 2) {
     try {
@@ -29,16 +31,14 @@ export class Registry {
 
   private constructor(private readonly kv: KV) {}
 
-  static async open(nc: NatsConnection): Promise<Registry> {
-    const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
-    const registry = new Registry(kv);
-    // keys first: awaiting inside the keys() iteration ends it early (seen with nats.js 2.29)
-    const keys: string[] = [];
-    for await (const key of await kv.keys()) keys.push(key);
-    for (const key of keys) {
-      const entry = await kv.get(key);
-      if (entry && entry.operation === 'PUT') registry.records.set(key, decodeJson<ServerRecord>(entry.value));
-    }
+  /** Loads the bucket once (this spawner is its only writer, so its own copy stays right from then on). */
+  static async open(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<Registry> {
+    const copy = await mirrorKv<ServerRecord>(nc, {
+      bucket: SERVERS_BUCKET, log, loadTimeoutMs, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
+    });
+    copy.stop();
+    const registry = new Registry(copy.kv);
+    for (const [key, record] of copy.entries()) registry.records.set(key, record);
     return registry;
   }
 
@@ -50,14 +50,14 @@ export class Registry {
     return [...this.records.values()];
   }
 
-  private enqueue(key: string, write: () => Promise<unknown>): Promise<void> {
-    const next = (this.queues.get(key) ?? Promise.resolve()).then(() => withRetry(write));
+  private enqueue<T>(key: string, write: () => Promise<T>): Promise<T> {
+    const next = (this.queues.get(key) ?? Promise.resolve()).then(() => withRetry(write)) as Promise<T>;
     this.queues.set(key, next.catch(() => undefined));
-    return next.then(() => undefined);
+    return next;
   }
 
-  /** Stores a copy; the in-memory view changes at once, the bucket in order. */
-  save(record: ServerRecord): Promise<void> {
+  /** Stores a copy; the in-memory view changes at once, the bucket in order. Resolves with the bucket revision. */
+  save(record: ServerRecord): Promise<number> {
     const key = serverKey(record.user, record.name);
     const copy = structuredClone(record);
     this.records.set(key, copy);
@@ -67,6 +67,6 @@ export class Registry {
   remove(user: string, name: string): Promise<void> {
     const key = serverKey(user, name);
     this.records.delete(key);
-    return this.enqueue(key, () => this.kv.purge(key));
+    return this.enqueue(key, () => this.kv.purge(key)).then(() => undefined);
   }
 }
