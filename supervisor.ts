@@ -5,12 +5,13 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
-import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, hubInternalUrl, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { normalizeUsername } from './shared/names.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
+import { servicePrefix } from './shared/servers.js';
 import { SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
@@ -123,9 +124,8 @@ function lookupUser(name: string): { uid: number; gid: number } {
 
 /** A hub-managed service: its command, cwd and user, and the HUB_* environment the seed lists. */
 function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
-  const host = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip;
-  const apiUrl = `http://${host}:${config.Hub.port}/hub/api`;
-  const prefix = `/services/${encodeURIComponent(svc.name)}/`;
+  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  const prefix = servicePrefix(svc.name);
   const access = JSON.stringify([`access:services!service=${svc.name}`]);
   const command = Array.isArray(svc.command) ? svc.command : ['/bin/sh', '-c', svc.command as string];
   let ids: { uid?: number; gid?: number } = {};

@@ -75,7 +75,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   });
   const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
   const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc } as unknown as Handlers<A>, log);
-  const natsService = await serveNats(nc, actor, HUB_VERSION, { ping, ...parts.nats }, log);
+  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, pid: String(process.pid) });
 
   let stopping: Promise<void> | undefined;
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {

@@ -5,7 +5,8 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from '
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { invalidNameReason } from './names.js';
-import { isValidRoleName, validateScopes } from './scopes.js';
+import { isValidRoleName } from './roles.js';
+import { validateScopes } from './scopes.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list';
 
@@ -74,6 +75,11 @@ export const SCHEMA = {
     slow_stop_timeout: seconds(10, 'how long a stop request waits before answering 202'),
     stop_signal_timeout: seconds(2, 'wait after SIGINT, then after SIGTERM, before the next signal'),
     poll_interval: seconds(5, 'how often servers the spawner did not start itself are checked for life'),
+  },
+  Proxy: {
+    connect_timeout: seconds(5, 'how long the gateway waits for a proxied target to accept a connection (and a WebSocket handshake)'),
+    idle_timeout: seconds(300, 'longest silence from a proxied target mid-exchange before it is given up (504, or a cut response)'),
+    keepalive_timeout: seconds(4, 'how long an idle pooled connection to a target is kept; below the targets\' own keep-alive (node: 5 s)'),
   },
   Authenticator: {
     admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
@@ -357,4 +363,11 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
   const path = env[RESOLVED_CONFIG_ENV];
   if (!path) throw new Error(`${RESOLVED_CONFIG_ENV} is not set: actors are started by the supervisor (npm start)`);
   return validateConfig(JSON.parse(readFileSync(path, 'utf8')));
+}
+
+/** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
+export function hubInternalUrl(config: HubConfig): string {
+  const ip = config.Hub.ip;
+  const host = ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip;
+  return `http://${host}:${config.Hub.port}`;
 }

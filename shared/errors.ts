@@ -159,18 +159,3 @@ export const NATS_ERROR_HEADERS = { status: 'Nats-Service-Error-Code', message: 
 export function toNatsHeaders(err: HubError): Record<string, string> {
   return { [NATS_ERROR_HEADERS.status]: String(err.status), [NATS_ERROR_HEADERS.message]: err.message, [NATS_ERROR_HEADERS.code]: err.code };
 }
-
-/** Rebuilds a HubError from a reply's headers (null when the reply is not an error), or from a request failure. */
-export function fromNatsReply(headers: { get(k: string): string } | undefined): HubError | null {
-  const status = Number(headers?.get(NATS_ERROR_HEADERS.status) || 0);
-  if (!status) return null;
-  const code = headers?.get(NATS_ERROR_HEADERS.code);
-  return new HubError(isCode(code) ? code : status >= 500 ? 'HUB_ERR_INTERNAL' : 'HUB_ERR_REQUEST_INVALID', headers?.get(NATS_ERROR_HEADERS.message) || undefined);
-}
-
-export function fromNatsRequestError(e: unknown, what: string): HubError {
-  const code = (e as { code?: string })?.code;
-  if (code === '503') return errors.unavailable(what, e); // no responders: the actor is restarting
-  if (code === 'TIMEOUT' || code === 'REQUEST_TIMEOUT') return errors.timeout(what, e);
-  return asHubError(e);
-}

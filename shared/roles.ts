@@ -2,7 +2,50 @@
 // Pure, so the tokens actor (which turns roles into scopes for every decision) and the gateway
 // (which shows role names in models) cannot disagree.
 import type { HubConfig } from './config.js';
-import { DEFAULT_ROLES, expandScopes, type RoleSpec, type ScopeOwner } from './scopes.js';
+import { expandScopes, type RoleSpec, type ScopeOwner } from './scopes.js';
+
+/** Created at startup; `admin` keeps its scopes whatever the configuration says. */
+export const DEFAULT_ROLES: readonly RoleSpec[] = Object.freeze(
+  [
+    { name: 'user', description: 'Standard user privileges', scopes: ['self'] },
+    {
+      name: 'admin',
+      description: 'Elevated privileges (can do anything)',
+      scopes: [
+        'admin-ui',
+        'admin:users',
+        'admin:servers',
+        'admin:services',
+        'tokens',
+        'admin:groups',
+        'list:services',
+        'read:services',
+        'read:hub',
+        'proxy',
+        'shutdown',
+        'access:services',
+        'access:servers',
+        'read:roles',
+        'read:metrics',
+        'shares',
+      ],
+    },
+    {
+      name: 'server',
+      description: 'Post activity only',
+      scopes: ['users:activity!user', 'access:servers!server'],
+    },
+    { name: 'token', description: 'Token with same permissions as its owner', scopes: ['inherit'] },
+  ].map((role) => Object.freeze({ ...role, scopes: Object.freeze(role.scopes) as string[] })),
+);
+
+const ROLE_NAME = /^[a-z][a-z0-9\-_~.]{1,253}[a-z0-9]$/;
+
+/** Role names end up in URLs and config; the same rule as the established hub keeps them portable. */
+export function isValidRoleName(name: string): boolean {
+  return ROLE_NAME.test(name);
+}
+
 
 export interface ConfiguredRole extends RoleSpec {
   users: string[];

@@ -1,7 +1,18 @@
 // Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
 // bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
 
+import { mirrorKv, type KvMirror } from './kv-mirror.js';
+import type { Logger } from './log.js';
+import { decodeJson, type NatsConnection } from './nats.js';
+
 export const SERVERS_BUCKET = 'hub_servers';
+
+/** A live copy of the registry (shared/kv-mirror.ts), for every actor that reads it. */
+export function mirrorServers(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<KvMirror<ServerRecord>> {
+  return mirrorKv<ServerRecord>(nc, {
+    bucket: SERVERS_BUCKET, log, loadTimeoutMs, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
+  });
+}
 
 export interface ProgressEvent {
   progress: number;
@@ -50,6 +61,11 @@ export function parseServerKey(key: string): { user: string; name: string } | nu
 /** Percent-encodes all but unreserved characters and `@~`, as the established hub escapes names in URLs. */
 export function escapeName(name: string): string {
   return encodeURIComponent(name).replace(/%40/g, '@').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** A service's URL prefix, `/services/<name>/` (its route, its HUB_SERVICE_PREFIX, its links). */
+export function servicePrefix(name: string): string {
+  return `/services/${escapeName(name)}/`;
 }
 
 export function serverUrl(user: string, name: string): string {

@@ -1,7 +1,7 @@
 // The auth actor's operations on users and groups. Every change is validated first, written in one
 // transaction, then announced (hub.evt.user.* / hub.evt.group.*) and audited.
 import type { AuditPublisher } from '../../shared/audit.js';
-import { errors } from '../../shared/errors.js';
+import { errors, HubError } from '../../shared/errors.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow, parseTimestamp } from '../../shared/time.js';
 import type { AuthStore, GroupRow, UserRow } from './store.js';
@@ -229,5 +229,18 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
       void audit.publish('group', 'set_properties', { who: r.by, what: r.name, outcome: 'ok' });
       return groupModel(r.name);
     },
+  };
+}
+
+/** At a login: the user exists afterwards (created at first login), and is an admin when the authenticator says so. */
+export function userEnsurer(h: Pick<ReturnType<typeof createAuthHandlers>, 'getUsers' | 'createUser' | 'updateUser'>) {
+  return async (name: string, admin: boolean): Promise<void> => {
+    const existing = (await h.getUsers({ names: [name] })).users[0];
+    if (!existing) {
+      // two first logins of one user at once: the second finds the user made by the first
+      await h.createUser({ name, admin, by: 'actor:auth (login)' }).catch((e: unknown) => {
+        if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
+      });
+    } else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
   };
 }

@@ -1,9 +1,8 @@
 // The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
 import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
-import { HubError } from '../../shared/errors.js';
 import { createAnnouncer } from '../../shared/nats.js';
-import { createAuthHandlers } from './handlers.js';
+import { createAuthHandlers, userEnsurer } from './handlers.js';
 import { createExternalLogin, providerConfigProblems } from './external.js';
 import { createLoginHandlers } from './login.js';
 import { AuthStore } from './store.js';
@@ -17,15 +16,7 @@ await runActor('auth', async (ctx) => {
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
   });
 
-  const ensureUser = async (name: string, admin: boolean) => {
-    const existing = (await h.getUsers({ names: [name] })).users[0];
-    if (!existing) {
-      // two first logins of one user at once: the second finds the user made by the first
-      await h.createUser({ name, admin, by: 'actor:auth (login)' }).catch((e: unknown) => {
-        if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
-      });
-    } else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
-  };
+  const ensureUser = userEnsurer(h);
   // With the external provider, a misconfigured section is fatal here and loud, not a broken login page later.
   const viaProvider = ctx.config.Hub.authenticator_class === 'oauth';
   const problems = viaProvider ? providerConfigProblems(ctx.config) : [];

@@ -24,9 +24,6 @@ import { createRouting } from './proxy/sync.js';
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
 
-/** Longest silence from a proxied target before the exchange is given up (SSE streams send keepalives well within it). */
-const PROXY_IDLE_TIMEOUT_MS = 300_000;
-
 await runActor('gateway', async (ctx) => {
   if (UWS_BUILD !== 'native') throw new Error('uWebSockets.js native binary did not load (fallback shim in use): reinstall with `npm ci` on Node 20');
   const { ip, data_dir: dataDir } = ctx.config.Hub;
@@ -36,6 +33,7 @@ await runActor('gateway', async (ctx) => {
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
   const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
   const oauth = createGrpcClient('oauth', grpcSocketPath(dataDir, 'oauth'), ctx.rpcTimeoutMs);
+  const router = createGrpcClient('proxy-router', grpcSocketPath(dataDir, 'proxy-router'), ctx.rpcTimeoutMs);
   const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
@@ -56,11 +54,13 @@ await runActor('gateway', async (ctx) => {
   });
   const activity = createActivityRecorder(ctx.nc, ctx.config.Hub.activity_resolution * 1000, ctx.log);
   const proxy = createProxy({
-    routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log, connectTimeoutMs: ctx.rpcTimeoutMs, idleTimeoutMs: PROXY_IDLE_TIMEOUT_MS,
+    routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log,
+    connectTimeoutMs: ctx.config.Proxy.connect_timeout * 1000, idleTimeoutMs: ctx.config.Proxy.idle_timeout * 1000,
+    keepAliveTimeoutMs: ctx.config.Proxy.keepalive_timeout * 1000,
   });
 
   const apiDeps = {
-    config: ctx.config, auth, tokens, users, identities, spawner, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
+    config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   };
   const api = createApi(apiDeps);
@@ -83,6 +83,7 @@ await runActor('gateway', async (ctx) => {
       tokens.close();
       spawner.close();
       oauth.close();
+      router.close();
       servers.stop();
     },
   };

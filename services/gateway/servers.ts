@@ -1,18 +1,14 @@
 // The gateway's copy of the spawner's registry (the `hub_servers` KV bucket, through the shared mirror):
 // user models, state filters, progress streams and the routes to user servers all read it without asking anyone.
-import { mirrorKv } from '../../shared/kv-mirror.js';
 import type { Logger } from '../../shared/log.js';
 import { decodeJson, encodeJson, type NatsConnection } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
-import { isActive, parseServerKey, SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
+import { isActive, mirrorServers, parseServerKey, type ServerRecord } from '../../shared/servers.js';
 
 type Listener = (record: ServerRecord | null) => void;
 
 export async function createServerMirror(nc: NatsConnection, log: Logger, loadTimeoutMs: number) {
-  const mirror = await mirrorKv<ServerRecord>(nc, {
-    bucket: SERVERS_BUCKET, log, loadTimeoutMs,
-    decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
-  });
+  const mirror = await mirrorServers(nc, log, loadTimeoutMs);
   const byUser = new Map<string, Map<string, ServerRecord>>();
   const listeners = new Map<string, Set<Listener>>();
   const keyOf = (user: string, name: string) => JSON.stringify([user, name]);

@@ -4,6 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
+import { servicePrefix } from '../../shared/servers.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { CallContext, TokensClient } from '../../shared/contracts/index.js';
 import type { Logger } from '../../shared/log.js';
@@ -64,7 +65,7 @@ export function serviceClientSpecs(services: ServiceConfig[], log?: Logger): Cli
       continue;
     }
     // the same prefix the supervisor gives the service as HUB_SERVICE_PREFIX
-    const callback = redirect || `/services/${encodeURIComponent(svc.name)}/oauth_callback`;
+    const callback = redirect || `${servicePrefix(svc.name)}oauth_callback`;
     const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
     specs.push({
       client_id: clientId, kind: 'service', description: `Hub service ${svc.name}`, redirect_uri: callback,

@@ -1,11 +1,10 @@
 // The oauth actor: OAuth clients and authorization codes. Wiring only.
 import { join } from 'node:path';
-import { runActor } from '../../shared/actor.js';
+import { runActor, type ActorContext } from '../../shared/actor.js';
 import { createGrpcClient } from '../../shared/grpc.js';
-import { decodeJson, type NatsConnection } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
-import { isActive, SERVERS_BUCKET, serverClientId, type ServerRecord } from '../../shared/servers.js';
+import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
 import { createOAuthHandlers } from './handlers.js';
 import { OAuthStore } from './store.js';
 
@@ -17,7 +16,7 @@ await runActor('oauth', async (ctx) => {
   const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log });
 
   await h.syncServiceClients(configuredServices(ctx.config));
-  await h.pruneServerClients(await liveServerClients(ctx.nc));
+  await h.pruneServerClients(await liveServerClients(ctx));
   await h.purgeCodes();
   const purge = setInterval(() => void h.purgeCodes().catch((err) => ctx.log.warn({ event: 'oauth.purge.failed', err }, 'expired codes not purged')), HOUR_MS);
   purge.unref();
@@ -35,17 +34,9 @@ await runActor('oauth', async (ctx) => {
   };
 });
 
-/** Client ids of the servers the spawner's registry (KV `hub_servers`) holds as active. */
-async function liveServerClients(nc: NatsConnection): Promise<Set<string>> {
-  const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
-  const keys: string[] = [];
-  for await (const key of await kv.keys()) keys.push(key); // collect first: awaiting inside the iteration ends it early
-  const live = new Set<string>();
-  for (const key of keys) {
-    const entry = await kv.get(key);
-    if (!entry || entry.operation !== 'PUT') continue;
-    const r = decodeJson<ServerRecord>(entry.value);
-    if (isActive(r)) live.add(serverClientId(r.user, r.name));
-  }
-  return live;
+/** Client ids of the servers the spawner's registry (KV `hub_servers`) holds as active, read once. */
+async function liveServerClients(ctx: ActorContext): Promise<Set<string>> {
+  const registry = await mirrorServers(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
+  registry.stop();
+  return new Set([...registry.values()].filter(isActive).map((r) => serverClientId(r.user, r.name)));
 }

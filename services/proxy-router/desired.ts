@@ -3,8 +3,11 @@
 //   /services/<name>/    → each configured service with a `url`
 // User servers are not here: gateways route them from the server registry itself (shared/routes.ts serverRoute),
 // and routes of servers left in the bucket by an older hub are removed as not desired.
-import type { Route } from '../../shared/routes.js';
-import { escapeName } from '../../shared/servers.js';
+import type { Logger } from '../../shared/log.js';
+import { serverRoute, type Route } from '../../shared/routes.js';
+import type { ServerRecord } from '../../shared/servers.js';
+import { servicePrefix } from '../../shared/servers.js';
+import type { ServiceConfig } from '../../shared/roles.js';
 
 export const HUB_ROUTESPEC = '/';
 
@@ -15,7 +18,7 @@ export interface ServiceFacts {
 
 export const hubRoute = (hubTarget: string): Route => ({ routespec: HUB_ROUTESPEC, target: hubTarget, data: { hub: true } });
 
-export const serviceRoute = (name: string, url: string): Route => ({ routespec: `/services/${escapeName(name)}/`, target: url, data: { service: name } });
+export const serviceRoute = (name: string, url: string): Route => ({ routespec: servicePrefix(name), target: url, data: { service: name } });
 
 /** The routes that should be in the bucket: the hub itself and every service with a `url`. */
 export function desiredRoutes(hubTarget: string, services: ServiceFacts[]): Map<string, Route> {
@@ -50,4 +53,23 @@ export function planChanges(desired: ReadonlyMap<string, Route>, actual: Readonl
   }
   for (const [spec, have] of actual) if (!desired.has(spec)) plan.remove.push(have);
   return plan;
+}
+
+/** Services as routed: the gateway never forwards to a URL carrying credentials (they would end up in logs and the API). */
+export function routableServices(services: ServiceConfig[], log: Logger): ServiceFacts[] {
+  return services.map((s) => {
+    if (!s.url || !/^[a-z]+:\/\/[^/]*@/i.test(s.url)) return { name: s.name, url: s.url };
+    log.warn({ event: 'proxy.service_not_routed', service: s.name }, 'service url carries credentials: not routed');
+    return { name: s.name, url: undefined };
+  });
+}
+
+/** The routes of the running servers in the registry, for listing (gateways build the same from their own copy). */
+export function serverRoutes(records: Iterable<ServerRecord>): Map<string, Route> {
+  const routes = new Map<string, Route>();
+  for (const s of records) {
+    const r = serverRoute(s);
+    if (r) routes.set(r.routespec, r);
+  }
+  return routes;
 }

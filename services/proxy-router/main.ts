@@ -3,9 +3,11 @@ import { runActor } from '../../shared/actor.js';
 import { mirrorKv } from '../../shared/kv-mirror.js';
 import { decodeJson } from '../../shared/nats.js';
 import { configuredServices } from '../../shared/roles.js';
-import { decodeRoute, ROUTES_BUCKET, serverRoute, type Route } from '../../shared/routes.js';
-import { parseServerKey, SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
+import { decodeRoute, ROUTES_BUCKET, type Route } from '../../shared/routes.js';
+import { mirrorServers } from '../../shared/servers.js';
+import { hubInternalUrl } from '../../shared/config.js';
 import { subjects } from '../../shared/subjects.js';
+import { routableServices, serverRoutes } from './desired.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
 /** A full comparison of the bucket with the configured services this often (and at start). */
@@ -13,34 +15,18 @@ const RECONCILE_INTERVAL_MS = 60_000;
 const LIST_PAGE_MAX = 10_000;
 
 await runActor('proxy-router', async (ctx) => {
-  /** The gateway never forwards to a URL carrying credentials (they would end up in logs and the API). */
-  const withoutCredentials = (name: string, url: string | undefined): string | undefined => {
-    if (!url || !/^[a-z]+:\/\/[^/]*@/i.test(url)) return url;
-    ctx.log.warn({ event: 'proxy.service_not_routed', service: name }, 'service url carries credentials: not routed');
-    return undefined;
-  };
-  const { ip, port } = ctx.config.Hub;
   const loadTimeoutMs = ctx.rpcTimeoutMs * 4;
   // The router is the bucket's only writer: its copy is read once, then kept by its own writes.
   const bucket = await mirrorKv<Route>(ctx.nc, { bucket: ROUTES_BUCKET, decode: decodeRoute, loadTimeoutMs, log: ctx.log });
   bucket.stop();
   // Running servers are listed from the registry the gateways route them from.
-  const servers = await mirrorKv<ServerRecord>(ctx.nc, {
-    bucket: SERVERS_BUCKET, loadTimeoutMs, log: ctx.log, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
-  });
+  const servers = await mirrorServers(ctx.nc, ctx.log, loadTimeoutMs);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
     // The gateway answers hub paths itself; the route's target says where the hub is reachable.
-    hubTarget: `http://${ip === '0.0.0.0' || ip === '' ? '127.0.0.1' : ip}:${port}`,
-    services: configuredServices(ctx.config).map((s) => ({ name: s.name, url: withoutCredentials(s.name, s.url) })),
-    serverRoutes: () => {
-      const routes = new Map<string, Route>();
-      for (const s of servers.values()) {
-        const r = serverRoute(s);
-        if (r) routes.set(r.routespec, r);
-      }
-      return routes;
-    },
+    hubTarget: hubInternalUrl(ctx.config),
+    services: routableServices(configuredServices(ctx.config), ctx.log),
+    serverRoutes: () => serverRoutes(servers.values()),
     initial: new Map([...bucket.values()].map((r) => [r.routespec, r])),
   });
 

@@ -4,7 +4,7 @@ import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
-import type { HubConfig } from '../../shared/config.js';
+import { hubInternalUrl, type HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import type { Logger } from '../../shared/log.js';
@@ -61,8 +61,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (!l) local.set(key, (l = {}));
     return l;
   };
-  const hubHost = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip;
-  const apiUrl = `http://${hubHost}:${config.Hub.port}/hub/api`;
+  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
     r.progress.push(event);

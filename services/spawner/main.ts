@@ -4,6 +4,7 @@ import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
+import { createActivityBuffer } from './activity.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
 import { Registry } from './registry.js';
 
@@ -18,27 +19,9 @@ await runActor('spawner', async (ctx) => {
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
 
-  // Activity (from servers' own reports and from proxied traffic) is buffered and written once per interval.
-  const pending = new Map<string, { user: string; name: string; at: string }>();
-  const note = (user: string, name: string, at: string) => {
-    const key = JSON.stringify([user, name]);
-    if (at > (pending.get(key)?.at ?? '')) pending.set(key, { user, name, at });
-  };
-  const flush = setInterval(() => {
-    const batch = [...pending.values()];
-    pending.clear();
-    if (batch.length) void h.recordActivity(batch);
-  }, Math.max(1000, config.Hub.activity_resolution * 1000));
-  flush.unref();
+  const activity = createActivityBuffer((batch) => h.recordActivity(batch), Math.max(1000, config.Hub.activity_resolution * 1000));
   const proxyActivity = ctx.nc.subscribe(subjects.event('activity', 'proxy'), {
-    callback: (_e, m) => {
-      const routes = decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {};
-      const byUrl = new Map(registry.all().map((r) => [r.url, r]));
-      for (const [spec, at] of Object.entries(routes)) {
-        const r = byUrl.get(spec);
-        if (r) note(r.user, r.name, at);
-      }
-    },
+    callback: (_e, m) => activity.noteRoutes(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}, registry.all()),
   });
 
   await h.adoptAll();
@@ -54,15 +37,15 @@ await runActor('spawner', async (ctx) => {
       // POST /hub/api/users/<u>/activity with `servers`: {user, servers: {name: iso}}
       activity: (body) => {
         const b = body as { user: string; servers: Record<string, string> };
-        for (const [name, at] of Object.entries(b.servers ?? {})) note(b.user, name, at);
+        for (const [name, at] of Object.entries(b.servers ?? {})) activity.note(b.user, name, at);
         return {};
       },
     },
     close: async () => {
       clearInterval(poll);
-      clearInterval(flush);
+      activity.stop();
       proxyActivity.unsubscribe();
-      await h.recordActivity([...pending.values()]);
+      await activity.flush();
       if (config.Hub.cleanup_servers) await h.stopAll();
       else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'Hub.cleanup_servers is false: servers keep running');
       tokens.close();

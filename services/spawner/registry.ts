@@ -2,10 +2,9 @@
 // gateway can watch it. This spawner is its only writer; it keeps a copy in memory for reads.
 import type { KV } from 'nats';
 import { errors } from '../../shared/errors.js';
-import { encodeJson, decodeJson, type NatsConnection } from '../../shared/nats.js';
-import { mirrorKv } from '../../shared/kv-mirror.js';
+import { encodeJson, type NatsConnection } from '../../shared/nats.js';
 import type { Logger } from '../../shared/log.js';
-import { parseServerKey, SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
+import { mirrorServers, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 /**
  * JetStream answers slowly or not at all for a few seconds after NATS restarts: a write is retried
@@ -33,9 +32,7 @@ export class Registry {
 
   /** Loads the bucket once (this spawner is its only writer, so its own copy stays right from then on). */
   static async open(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<Registry> {
-    const copy = await mirrorKv<ServerRecord>(nc, {
-      bucket: SERVERS_BUCKET, log, loadTimeoutMs, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
-    });
+    const copy = await mirrorServers(nc, log, loadTimeoutMs);
     copy.stop();
     const registry = new Registry(copy.kv);
     for (const [key, record] of copy.entries()) registry.records.set(key, record);

@@ -3,7 +3,8 @@
 // groups (asked of the auth actor, cached until an event says they changed).
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { CallContext } from '../../shared/contracts/index.js';
-import { errors, HubError } from '../../shared/errors.js';
+import type { Announce } from '../../shared/nats.js';
+import { errors } from '../../shared/errors.js';
 import { roleBook, rolesOfService, rolesOfUser, scopesOfRoles, configuredServices, type ServiceConfig, type UserFacts } from '../../shared/roles.js';
 import {
   effectiveTokenScopes, expandScopes, intersectScopes, missingScopes, validateScopes, type ScopeOwner,
@@ -29,7 +30,7 @@ export interface TokensDeps {
   /** the user's admin flag and groups, from the auth actor; null when there is no such user */
   lookupUser: (name: string) => Promise<UserFacts | null>;
   /** tells every gateway that cached resolutions are stale: of one token, of one owner, or all */
-  announce: (change: 'token_revoked' | 'owner_changed', body: Record<string, unknown>) => void;
+  announce: Announce;
 }
 
 export const tokenId = (row: { id: number }) => `a${row.id}`;
@@ -67,7 +68,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
 
   function forgetOwner(owner: Owner): void {
     ownerCache.delete(keyOf(owner));
-    announce('owner_changed', { kind: owner.kind, name: owner.name });
+    announce('owner', 'changed', { kind: owner.kind, name: owner.name });
   }
 
   const rawScopes = (row: TokenRow): string[] => JSON.parse(row.scopes);
@@ -196,7 +197,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     async revokeSessionTokens(r: { user: string; session_id: string; by: string }) {
       if (!r.session_id) return {};
       const ids = await store.deleteBySession(r.user, r.session_id);
-      for (const id of ids) announce('token_revoked', { token_id: `a${id}`, kind: 'user', name: r.user });
+      for (const id of ids) announce('token', 'revoked', { token_id: `a${id}`, kind: 'user', name: r.user });
       if (ids.length) void audit.publish('token', 'delete', { who: r.by, what: `user:${r.user}`, outcome: 'ok', reason: 'logout', tokens: ids.map((id) => `a${id}`) });
       return {};
     },
@@ -230,7 +231,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
         if (row && (await store.delete(row.id))) gone.push(row);
       }
       if (r.oauth_client && r.oauth_client !== 'hub') gone.push(...(await store.deleteByClient(r.oauth_client)));
-      for (const row of gone) announce('token_revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
+      for (const row of gone) announce('token', 'revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
       if (gone.length) void audit.publish('token', 'delete', { who: r.by, what: r.oauth_client || 'tokens', outcome: 'ok', reason: r.reason, tokens: gone.map(tokenId) });
       return { ids: gone.map(tokenId) };
     },
@@ -250,7 +251,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     async deleteToken(r: { owner: SentOwner; id: string; by: string }) {
       const row = await mustFind(ownerOf(r.owner), r.id);
       await store.delete(row.id);
-      announce('token_revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
+      announce('token', 'revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
       void audit.publish('token', 'delete', { who: r.by, what: `${row.owner_kind}:${row.owner_name}/${tokenId(row)}`, outcome: 'ok' });
       return {};
     },
@@ -276,7 +277,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
 
     async purgeExpired(): Promise<void> {
       const ids = await store.deleteExpired(isoNow());
-      for (const id of ids) announce('token_revoked', { token_id: `a${id}` });
+      for (const id of ids) announce('token', 'revoked', { token_id: `a${id}` });
     },
   };
 

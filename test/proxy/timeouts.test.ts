@@ -33,7 +33,7 @@ test.before(async () => {
   // NATS is the edge here: what the proxy publishes is recorded
   const nc = { publish: (subject: string, data: Uint8Array) => void published.push({ subject, body: JSON.parse(new TextDecoder().decode(data)) }) } as unknown as NatsConnection;
   const log = createLogger('test', 'silent');
-  const proxy = createProxy({ routes: () => table, activity: createActivityRecorder(nc, 60_000, log), nc, log, connectTimeoutMs: TIMEOUT_MS, idleTimeoutMs: TIMEOUT_MS });
+  const proxy = createProxy({ routes: () => table, activity: createActivityRecorder(nc, 60_000, log), nc, log, connectTimeoutMs: TIMEOUT_MS, idleTimeoutMs: TIMEOUT_MS, keepAliveTimeoutMs: 4000 });
   const app = uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
     if (!proxy.handle(res, req)) res.writeStatus('404 Not Found').end();
   });

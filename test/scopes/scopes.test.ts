@@ -1,27 +1,24 @@
 import test from 'ava';
 import {
-  DEFAULT_ROLES,
   META_SCOPES,
   SCOPE_DEFINITIONS,
   accessDecision,
   accessScopeFor,
   effectiveTokenScopes,
   expandScopes,
-  groupModelFields,
   hasScope,
   identifyScopes,
   intersectScopes,
-  isValidRoleName,
   listFilter,
   missingScopes,
   parseScope,
   selfScopes,
-  serviceModelFields,
-  userModelFields,
   validateScopes,
   withCustomScopes,
   type Resource,
 } from '../../shared/scopes.js';
+import { DEFAULT_ROLES, isValidRoleName } from '../../shared/roles.js';
+import { groupModelFields, serviceModelFields, userModelFields } from '../../services/gateway/api/model-fields.js';
 
 const roleScopes = (name: string): string[] => DEFAULT_ROLES.find((r) => r.name === name)!.scopes;
 const sorted = (s: Iterable<string>): string[] => [...s].sort();

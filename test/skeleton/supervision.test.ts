@@ -61,9 +61,9 @@ test('supervision: two hubs differing only in ports and data dir run side by sid
     t.is(await health(b.url), 200);
     const nc = await connect({ servers: a.natsUrl });
     const sc = StringCodec();
-    const reply = JSON.parse(sc.decode((await nc.request('hub.tokens.ping', undefined, { timeout: 2000 })).data));
-    t.is(reply.actor, 'tokens');
-    t.is(reply.pid, a.children().tokens);
+    const reply = JSON.parse(sc.decode((await nc.request('$SRV.PING.hub-tokens', undefined, { timeout: 2000 })).data));
+    t.is(reply.metadata.actor, 'tokens');
+    t.is(Number(reply.metadata.pid), a.children().tokens);
     // every actor recorded its start in the retained audit stream
     const jsm = await nc.jetstreamManager();
     const starts = new Set<string>();

@@ -1,7 +1,7 @@
 // What the API handlers need, and small helpers they share.
 import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
-import type { AuthClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
+import type { AuthClient, ProxyRouterClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import type { Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
@@ -18,6 +18,7 @@ export interface ApiDeps {
   /** forgotten at once by the gateway that made a change; other gateways learn it from the event */
   identities: IdentityCache;
   spawner: SpawnerClient;
+  router: ProxyRouterClient;
   /** the spawner's registry, as this gateway last heard it */
   servers: ServerMirror;
   /** browser logins (the `hub-hub-login` cookie) */

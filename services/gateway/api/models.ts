@@ -2,8 +2,9 @@
 import type { Reply } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
-import { groupModelFields, hasScope, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
-import { isActive, serverModel, type ServerRecord } from '../../../shared/servers.js';
+import { hasScope } from '../../../shared/scopes.js';
+import { groupModelFields, serviceModelFields, userModelFields } from './model-fields.js';
+import { isActive, serverModel, servicePrefix, type ServerRecord } from '../../../shared/servers.js';
 import type { UserRecord } from '../caches.js';
 
 const orNull = (s: string | undefined) => (s ? s : null);
@@ -63,7 +64,7 @@ export function serviceModel(held: ReadonlySet<string>, svc: ServiceConfig, book
   const command = svc.command === undefined ? [] : Array.isArray(svc.command) ? svc.command : [svc.command];
   return pick({
     kind: 'service', name: svc.name, admin: Boolean(svc.admin), roles: rolesOfService(book, svc), url: svc.url ?? '',
-    prefix: svc.url ? `/services/${svc.name}/` : '', command, pid: 0, info: svc.info ?? {}, display: svc.display ?? true,
+    prefix: svc.url ? servicePrefix(svc.name) : '', command, pid: 0, info: svc.info ?? {}, display: svc.display ?? true,
   }, keys);
 }
 

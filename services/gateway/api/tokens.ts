@@ -2,7 +2,7 @@
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { isPlainObject, jsonBody, stringList, userResource, type ApiDeps } from './deps.js';
-import { tokenModel, type TokenRecord } from './models.js';
+import { tokenModel } from './models.js';
 import type { Route } from './router.js';
 
 export function tokenRoutes(deps: ApiDeps): Route[] {

@@ -15,13 +15,15 @@ export interface ForwardOptions {
   connectTimeoutMs: number;
   /** longest silence from the target, before or during its response */
   idleTimeoutMs: number;
+  /** idle pooled connections close after this (Proxy.keepalive_timeout) */
+  keepAliveTimeoutMs: number;
   log: Logger;
   /** the target could not be reached (refused, reset, timed out): the proxy-router is told */
   onUnreachable(entry: RouteEntry): void;
 }
 
 /** Upstream connections: kept alive and reused, bounded per target and in total. */
-export function createAgents() {
+export function createAgents(keepAliveTimeoutMs: number) {
   const options = {
     keepAlive: true,
     maxSockets: 256,
@@ -29,7 +31,7 @@ export function createAgents() {
     maxFreeSockets: 64,
     // Idle pooled connections are closed before a target's own keep-alive timeout (node's default is 5 s)
     // would close them under a request in flight.
-    timeout: 4000,
+    timeout: keepAliveTimeoutMs,
     scheduling: 'lifo' as const,
   };
   return { http: new http.Agent(options), https: new https.Agent(options) };

@@ -22,13 +22,15 @@ export interface ProxyDeps {
   log: Logger;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /** idle pooled connections to targets close after this */
+  keepAliveTimeoutMs: number;
 }
 
 const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
 
 export function createProxy(deps: ProxyDeps) {
   const { routes, activity, log } = deps;
-  const agents = createAgents();
+  const agents = createAgents(deps.keepAliveTimeoutMs);
 
   function onUnreachable(entry: RouteEntry): void {
     const now = Date.now();
@@ -37,7 +39,7 @@ export function createProxy(deps: ProxyDeps) {
     deps.nc.publish(subjects.event('route', 'unreachable'), encodeJson({ routespec: entry.route.routespec, target: entry.route.target }));
   }
 
-  const forwardOptions: ForwardOptions = { connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, log, onUnreachable };
+  const forwardOptions: ForwardOptions = { connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, keepAliveTimeoutMs: deps.keepAliveTimeoutMs, log, onUnreachable };
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {

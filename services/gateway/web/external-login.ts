@@ -23,8 +23,6 @@ const COMPLETE_DEADLINE_FACTOR = 3;
 /** The state cookie's sealed content: state, PKCE verifier, next (a local path or ""), when (epoch ms). */
 interface SavedState { s: string; v: string; n: string; t: number }
 
-interface LoginResult { ok: boolean; name: string; session_id: string; message: string }
-
 export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { config, auth, web } = deps;
   const { redirect, html } = kit;

@@ -3,7 +3,7 @@
 import { within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { isActive, serverUrl, progressUrl } from '../../../shared/servers.js';
+import { isActive, serverUrl, servicePrefix, progressUrl } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
 import type { Identity } from '../caches.js';
@@ -150,7 +150,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const named = config.Hub.allow_named_servers
           ? `<form method="post" action="/hub/spawn-named">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<input name="server" placeholder="new server name" pattern="[a-z][a-z0-9-]*"><button>Start named server</button></form>` : '';
         const svc = [...deps.services.values()].filter((s) => s.url && s.display !== false)
-          .map((s) => `<li><a href="/services/${encodeURIComponent(s.name)}/">${escapeHtml(s.name)}</a></li>`).join('');
+          .map((s) => `<li><a href="${escapeHtml(servicePrefix(s.name))}">${escapeHtml(s.name)}</a></li>`).join('');
         html(reply, 200, page('Home', `<table><tr><th>Server</th><th>State</th><th></th></tr>${rows}</table>${named}${svc ? `<h2>Services</h2><ul>${svc}</ul>` : ''}`, me));
       },
     },
