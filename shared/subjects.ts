@@ -14,6 +14,8 @@ export const subjects = {
   command: (actor: string, verb: string) => `hub.${token(actor)}.${token(verb)}`,
   event: (entity: string, change: string) => `hub.evt.${token(entity)}.${token(change)}`,
   audit: (entity: string, verb: string) => `hub.audit.${token(entity)}.${token(verb)}`,
+  /** a subscription filter over audit events: `*` for any entity or verb (`hub audit --type 'server.*'`) */
+  auditMatching: (entity: string, verb: string) => `hub.audit.${entity === '*' ? '*' : token(entity)}.${verb === '*' ? '*' : token(verb)}`,
   allAudit: 'hub.audit.>',
   allEvents: 'hub.evt.>',
 } as const;

@@ -1,6 +1,6 @@
 // The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
-import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
+import { storePath } from '../../shared/paths.js';
 import { HubError } from '../../shared/errors.js';
 import { encodeJson } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
@@ -10,7 +10,7 @@ import { createLoginHandlers } from './login.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
-  const store = await AuthStore.open(join(ctx.config.Hub.data_dir, 'auth.sqlite'));
+  const store = await AuthStore.open(storePath(ctx.config.Hub.data_dir, 'auth'));
   const h = createAuthHandlers({
     store,
     audit: ctx.audit,
