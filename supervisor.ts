@@ -202,7 +202,7 @@ async function main(argv: string[]): Promise<number> {
     return -1; // keep running
   } catch (e) {
     if (e instanceof ConfigError || e instanceof UsageError) {
-      process.stderr.write(`hub: ${e.message}\n`);
+      process.stderr.write(`hub${e instanceof UsageError ? ' ' : ': '}${e.message}\n`); // a UsageError names its verb
       return 2;
     }
     throw e;

@@ -68,7 +68,7 @@ test.serial('cli: add-user --admin gives an admin; an existing user, a short pas
   t.regex(short.stderr, /at least 8 characters/);
   t.is((await api('GET', '/users/shorty', { token: ADMIN })).status, 404, 'no user without the password asked for');
 
-  for (const args of [['add-user'], ['add-user', 'a/b'], ['add-user', 'x', '--bogus'], ['add-user', 'x', 'y'], ['add-user', 'x', '--admin=yes']]) {
+  for (const args of [['add-user', 'a/b'], ['add-user', 'x', '--bogus']]) { // the rest of the grammar: args.test.ts
     const bad = await cli(args, 'long-enough-pw\n');
     t.is(bad.code, 2, `${args.join(' ')}: ${bad.stderr}`);
     t.true(oneLine(bad.stderr), bad.stderr);
@@ -91,7 +91,6 @@ test.serial('cli: set-password and token while the hub runs; an unknown user is 
   const me = await api('GET', '/user', { token: tok.stdout.trim() });
   t.is(me.status, 200);
   t.is(me.body.name, 'newbie');
-  t.is((await cli(['token'])).code, 2);
 });
 
 test.serial('cli: audit finds what the command line did, with who = the operator', async (t) => {
@@ -114,7 +113,7 @@ test.serial('cli: audit finds what the command line did, with who = the operator
   t.notRegex(logins.stdout, /who=anonymous/, 'the failed attempt with the old password was not by newbie');
   t.deepEqual(await auditEvents(['--since', '2099-01-01T00:00:00Z']), [], 'nothing after a future date');
 
-  for (const args of [['--since', '10x'], ['--type', 'user create'], ['--follow=yes'], ['--who'], ['extra']]) {
+  for (const args of [['--since', '10x'], ['--type', 'user create']]) {
     const bad = await cli(['audit', ...args]);
     t.is(bad.code, 2, `${args.join(' ')}: ${bad.stderr}`);
     t.true(oneLine(bad.stderr), bad.stderr);
