@@ -101,6 +101,7 @@ function build() {
     statSync(join(root, 'supervisor.ts')).mtimeMs,
     statSync(join(root, 'tsconfig.json')).mtimeMs,
     statSync(join(GENERATED, '.stamp')).mtimeMs,
+    newestMtime(join(root, 'cli')),
     newestMtime(join(root, 'services')),
     newestMtime(join(root, 'shared')),
     newestMtime(join(root, 'singleuser')),

@@ -90,7 +90,7 @@ export const SCHEMA = {
   PasswordAuthenticator: {
     failed_login_limit: { kind: 'integer', default: 5, help: 'failed logins (per user, and per client address) before a lockout', min: 1 },
     lockout_seconds: seconds(300, 'how long a lockout lasts'),
-    min_password_length: { kind: 'integer', default: 8, help: 'shortest password `hub set-password` and the API accept', min: 1 },
+    min_password_length: { kind: 'integer', default: 8, help: 'shortest password `hub add-user`, `hub set-password` and the API accept', min: 1 },
   },
   DummyAuthenticator: {
     password: { kind: 'string', default: '', help: 'the one password every user name logs in with ("" = any password; for demos and tests only)' },

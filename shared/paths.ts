@@ -30,6 +30,16 @@ export function runDir(dataDir: string): string {
   return join(dataDir, 'run');
 }
 
+/** The configuration the supervisor resolved for its children (0600; `hub` verbs read a running hub's). */
+export function resolvedConfigPath(dataDir: string): string {
+  return join(runDir(dataDir), 'config.json');
+}
+
+/** An actor's own SQLite file: opened by that actor, or by the command line while no hub runs. */
+export function storePath(dataDir: string, actor: 'auth' | 'tokens' | 'oauth'): string {
+  return join(dataDir, `${actor}.sqlite`);
+}
+
 /** `instance` tells apart replicas of one actor on the same data dir (gateways: their port). */
 export function grpcSocketPath(dataDir: string, actor: string, instance = ''): string {
   return join(runDir(dataDir), `${actor}${instance ? `-${instance}` : ''}.sock`);

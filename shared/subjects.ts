@@ -51,6 +51,8 @@ export const subjects = {
   /** every change of one entity */
   eventsOf: (entity: EventEntity) => `hub.evt.${token(entity)}.*`,
   audit: (entity: string, verb: string) => `hub.audit.${token(entity)}.${token(verb)}`,
+  /** a subscription filter over audit events: `*` for any entity or verb (`hub audit --type 'server.*'`) */
+  auditMatching: (entity: string, verb: string) => `hub.audit.${entity === '*' ? '*' : token(entity)}.${verb === '*' ? '*' : token(verb)}`,
   allAudit: 'hub.audit.>',
   allEvents: 'hub.evt.>',
 } as const;

@@ -111,10 +111,11 @@ export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse }:
   return hub;
 }
 
-/** Runs the `hub` command to completion (for config errors and CLI verbs). */
-export function runHubCommand(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the `hub` command to completion (for config errors and CLI verbs); `input` is its whole standard input. */
+export function runHubCommand(args: string[], { env = {}, input = '' }: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [SUPERVISOR, ...args], { cwd: REPO, env: { ...process.env, ...env } });
+    p.stdin.end(input);
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => { stdout += d; });

@@ -1,6 +1,6 @@
 // The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
-import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
+import { storePath } from '../../shared/paths.js';
 import { createAnnouncer } from '../../shared/nats.js';
 import { createAuthHandlers, userEnsurer } from './handlers.js';
 import { createExternalLogin, providerConfigProblems } from './external.js';
@@ -8,7 +8,7 @@ import { createLoginHandlers } from './login.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
-  const store = await AuthStore.open(join(ctx.config.Hub.data_dir, 'auth.sqlite'));
+  const store = await AuthStore.open(storePath(ctx.config.Hub.data_dir, 'auth'));
   const h = createAuthHandlers({
     store,
     audit: ctx.audit,

@@ -222,6 +222,18 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       return { model: await model((await store.byId(id))!), token };
     },
 
+    /** `hub token <user>`: everything the user may do ('inherit'), recorded as asked for by the operator. */
+    async issueUserToken(r: { user: string; note: string; by: string }, call?: CallContext) {
+      if (!r.by) throw errors.badRequest('by: who asks for the token');
+      const owner: Owner = { kind: 'user', name: r.user };
+      await mustOwnerExist(owner);
+      const token = newToken();
+      if (call?.cancelled) throw errors.timeout('issuing the token'); // nobody would receive it
+      const id = await register(owner, token, ['inherit'], r.note || 'command-line generated', { rounds: GENERATED_ROUNDS, source: 'cli' });
+      void audit.publish('token', 'create', { who: r.by, what: `user:${r.user}/a${id}`, outcome: 'ok', scopes: ['inherit'] });
+      return { model: await model((await store.byId(id))!), token };
+    },
+
     /** By id (a reused authorization code) and/or by issuing client (a client removed). */
     async revokeTokens(r: { ids: string[]; oauth_client: string; by: string; reason: string }) {
       const gone: { id: number; owner_kind: string; owner_name: string }[] = [];

@@ -1,10 +1,9 @@
 // The tokens actor: API tokens, roles, scopes. Wiring only.
-import { join } from 'node:path';
 import { runActor } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
 import { createGrpcClient } from '../../shared/grpc.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
-import { grpcSocketPath } from '../../shared/paths.js';
+import { grpcSocketPath, storePath } from '../../shared/paths.js';
 import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import { registerConfiguredTokens } from './config-tokens.js';
 import { createTokenHandlers } from './handlers.js';
@@ -13,7 +12,7 @@ import { TokenStore } from './store.js';
 const HOUR_MS = 3_600_000;
 
 await runActor('tokens', async (ctx) => {
-  const store = await TokenStore.open(join(ctx.config.Hub.data_dir, 'tokens.sqlite'));
+  const store = await TokenStore.open(storePath(ctx.config.Hub.data_dir, 'tokens'));
   const auth = createGrpcClient('auth', grpcSocketPath(ctx.config.Hub.data_dir, 'auth'), ctx.rpcTimeoutMs);
   const h = createTokenHandlers({
     config: ctx.config,
@@ -43,6 +42,7 @@ await runActor('tokens', async (ctx) => {
       ResolveToken: h.resolveToken, OwnerScopes: h.ownerScopes, CreateToken: h.createToken,
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
       RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
+      IssueUserToken: h.issueUserToken,
     },
     close: async () => {
       clearInterval(purge);

@@ -63,5 +63,5 @@ test('config: the hub refuses to start on a wrong type, naming the key and the e
 test('cli: hub --help lists the subcommands', async (t) => {
   const r = await runHubCommand(['--help']);
   t.is(r.code, 0);
-  for (const cmd of ['start', 'status', 'help']) t.regex(r.stdout, new RegExp(`^  ${cmd} `, 'm'));
+  for (const cmd of ['start', 'status', 'add-user', 'set-password', 'token', 'audit', 'help']) t.regex(r.stdout, new RegExp(`^  ${cmd} `, 'm'));
 });

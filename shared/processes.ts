@@ -1,0 +1,54 @@
+// The running hub's process record, `<data_dir>/run/processes.json`: written by the supervisor, read by the
+// supervisor at its next start (leftovers) and by the command line (is a hub running on this data dir?).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { runDir } from './paths.js';
+
+export interface ProcessesRecord {
+  supervisor: number;
+  /** the supervisor's start time from /proc, so a recycled pid is not taken for a running hub */
+  supervisor_start?: string;
+  children: Record<string, number | null>;
+  /** each child's start time from /proc, so a recycled pid is never taken for a leftover */
+  starts?: Record<string, string>;
+}
+
+export function processesFile(dataDir: string): string {
+  return join(runDir(dataDir), 'processes.json');
+}
+
+/** A process's start time (clock ticks since boot, field 22 of /proc/<pid>/stat), '' when it is gone. */
+export function processStart(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'; // alive, someone else's
+  }
+}
+
+export function readProcesses(dataDir: string): ProcessesRecord | null {
+  try {
+    const record = JSON.parse(readFileSync(processesFile(dataDir), 'utf8')) as ProcessesRecord;
+    return Number.isInteger(record?.supervisor) && record.children ? record : null;
+  } catch {
+    return null; // absent, or half-written by a supervisor killed mid-write
+  }
+}
+
+/** The record of a hub whose supervisor still runs on `dataDir`, or null (none, or a stale record). */
+export function liveHub(dataDir: string): ProcessesRecord | null {
+  const record = readProcesses(dataDir);
+  if (!record || !isAlive(record.supervisor)) return null;
+  if (record.supervisor_start && processStart(record.supervisor) !== record.supervisor_start) return null;
+  return record;
+}
