@@ -33,6 +33,20 @@ function parseTokenId(id: string): number | null {
 
 const ownerLabel = (o: Owner) => `${o.kind === 'user' ? 'User' : 'Service'} ${o.name}`;
 
+/** The latest expiry a four-digit-year timestamp holds (the established hub's datetime cannot go further either). */
+const LATEST_EXPIRY_MS = Date.UTC(9999, 11, 31, 23, 59, 59);
+
+/** `expires_in` seconds from now as an ISO time, null for 0 (never); a 400 for what no date can hold. */
+export function expiryFromNow(expiresIn: number): string | null {
+  if (!Number.isInteger(expiresIn) || expiresIn < 0) {
+    throw errors.badRequest(`token expires_in must be a non-negative integer number of seconds, or 0 / null for no expiry, not ${String(expiresIn).slice(0, 40)}`);
+  }
+  if (expiresIn === 0) return null;
+  const at = Date.now() + expiresIn * 1000;
+  if (!(at <= LATEST_EXPIRY_MS)) throw errors.badRequest(`token expires_in: ${expiresIn} is too large (a token cannot expire after 9999-12-31)`);
+  return new Date(at).toISOString();
+}
+
 export function createTokenHandlers({ config, store, audit, lookupUser, announce }: TokensDeps) {
   const book = roleBook(config);
   const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
@@ -139,7 +153,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       const owner = r.owner;
       const info = await mustOwnerExist(owner);
       if (r.has_scopes && r.has_roles) throw errors.badRequest('Can only assign one of scopes or roles when creating tokens.');
-      if (!Number.isFinite(r.expires_in) || r.expires_in < 0) throw errors.badRequest('expires_in must be a positive number of seconds, or 0 / null for no expiry');
+      const expiresAt = expiryFromNow(r.expires_in);
       let requested: string[];
       if (r.has_roles) {
         const unknown = r.roles.find((name) => !book.has(name));
@@ -167,7 +181,6 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       }
       const token = newToken();
       const note = r.note || `Requested via api${byOther ? ` by ${r.requester.kind} ${r.requester.name}` : ''}`;
-      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
       const id = await register(owner, token, requested, note, { rounds: GENERATED_ROUNDS, source: 'api', expiresAt });
       void audit.publish('token', 'create', { who: `${r.requester.kind}:${r.requester.name}`, what: `${owner.kind}:${owner.name}/a${id}`, outcome: 'ok', scopes: requested, expires_at: expiresAt });
       return { model: await model((await store.byId(id))!), token };
@@ -202,7 +215,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       if (!v.ok) throw errors.badRequest(v.reason, 'HUB_ERR_SCOPE_INVALID');
       if (!r.oauth_client || r.oauth_client === 'hub') throw errors.badRequest('an OAuth token needs its client');
       const token = newToken();
-      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      const expiresAt = expiryFromNow(Math.ceil(r.expires_in));
       const id = await register(owner, token, r.scopes, r.note, {
         rounds: GENERATED_ROUNDS, source: 'oauth', expiresAt, sessionId: r.session_id || null, oauthClient: r.oauth_client,
       });
