@@ -76,6 +76,16 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     announce('owner_changed', { kind: owner.kind, name: owner.name });
   }
 
+  /**
+   * Uses reported by gateways (row id → ISO time): shown at once by every read, written to the store at most
+   * once per flush, so a busy token costs no write per request.
+   */
+  const pendingUse = new Map<number, string>();
+  const lastUse = (row: TokenRow): string => {
+    const p = pendingUse.get(row.id);
+    return p && (!row.last_activity || p > row.last_activity) ? p : row.last_activity ?? '';
+  };
+
   const rawScopes = (row: TokenRow): string[] => JSON.parse(row.scopes);
   const isExpired = (row: TokenRow) => row.expires_at !== null && row.expires_at <= isoNow();
 
@@ -92,7 +102,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       note: row.note,
       scopes: [...((await effectiveScopes(row)) ?? [])].sort(),
       created: row.created,
-      last_activity: row.last_activity ?? '',
+      last_activity: lastUse(row),
       expires_at: row.expires_at ?? '',
       session_id: row.session_id ?? '',
       oauth_client: row.oauth_client === 'hub' ? 'Hub' : row.oauth_client,
@@ -241,7 +251,26 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       await mustOwnerExist(owner);
       const now = isoNow();
       const rows = (await store.byOwner(owner.kind, owner.name)).filter((row) => !(row.expires_at && row.expires_at <= now));
+      // the store's order (last use, else creation) with uses not written yet
+      const key = (row: TokenRow) => lastUse(row) || row.created;
+      rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.id - b.id));
       return { tokens: await Promise.all(rows.map(model)) };
+    },
+
+    /** hub.tokens.activity from a gateway: {tokens: {"a12": iso}}; unknown or malformed ids are ignored. */
+    noteUse(body: { tokens?: Record<string, string> }) {
+      for (const [id, at] of Object.entries(body?.tokens ?? {})) {
+        const n = parseTokenId(id);
+        if (n !== null && typeof at === 'string' && at > (pendingUse.get(n) ?? '')) pendingUse.set(n, at);
+      }
+      return {};
+    },
+
+    async flushUse(): Promise<void> {
+      if (!pendingUse.size) return;
+      const batch = new Map(pendingUse);
+      pendingUse.clear();
+      await store.recordActivity(batch);
     },
 
     async getToken(r: { owner: Owner; id: string }) {
@@ -266,7 +295,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
         const ids = await store.deleteOwner('user', body.name);
         if (ids.length) void audit.publish('token', 'delete', { who: 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
-      } else {
+      } else if (change !== 'activity') { // activity changes no scope: cached resolutions stay right
         forgetOwner({ kind: 'user', name: body.name });
       }
     },

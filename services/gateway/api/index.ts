@@ -35,6 +35,7 @@ export function createApi(deps: ApiDeps) {
     const query = new URLSearchParams(info.query);
     const token = requestToken(info, query);
     let identity = token ? await identities.resolve(token) : null;
+    if (identity) deps.tokenUse.touch(identity.tokenId);
     if (!token) {
       // A browser: the login cookie identifies it; then every write needs the session's XSRF token.
       identity = await deps.web.identify(info);
