@@ -42,6 +42,8 @@ export const CATALOGUE = {
   HUB_ERR_CONFLICT: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'Conflict' },
   HUB_ERR_USER_EXISTS: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'The user already exists' },
   HUB_ERR_GROUP_EXISTS: { status: 409, grpc: GRPC.ALREADY_EXISTS, message: 'The group already exists' },
+  HUB_ERR_REQUEST_ENCODING: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'The request is not valid UTF-8' },
+  HUB_ERR_REQUEST_TOO_DEEP: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'The JSON body is nested too deeply' },
   HUB_ERR_REQUEST_TOO_LARGE: { status: 413, grpc: GRPC.RESOURCE_EXHAUSTED, message: 'Request body too large' },
   HUB_ERR_RATE_LIMITED: { status: 429, grpc: GRPC.RESOURCE_EXHAUSTED, message: 'Too many requests' },
   HUB_ERR_INTERNAL: { status: 500, grpc: GRPC.INTERNAL, message: 'Internal error' },
@@ -158,4 +160,19 @@ export const NATS_ERROR_HEADERS = { status: 'Nats-Service-Error-Code', message: 
 
 export function toNatsHeaders(err: HubError): Record<string, string> {
   return { [NATS_ERROR_HEADERS.status]: String(err.status), [NATS_ERROR_HEADERS.message]: err.message, [NATS_ERROR_HEADERS.code]: err.code };
+}
+
+/** Rebuilds a HubError from a reply's headers (null when the reply is not an error), or from a request failure. */
+export function fromNatsReply(headers: { get(k: string): string } | undefined): HubError | null {
+  const status = Number(headers?.get(NATS_ERROR_HEADERS.status) || 0);
+  if (!status) return null;
+  const code = headers?.get(NATS_ERROR_HEADERS.code);
+  return new HubError(isCode(code) ? code : status >= 500 ? 'HUB_ERR_INTERNAL' : 'HUB_ERR_REQUEST_INVALID', headers?.get(NATS_ERROR_HEADERS.message) || undefined);
+}
+
+export function fromNatsRequestError(e: unknown, what: string): HubError {
+  const code = (e as { code?: string })?.code;
+  if (code === '503') return errors.unavailable(what, e); // no responders: the actor is restarting
+  if (code === 'TIMEOUT' || code === 'REQUEST_TIMEOUT') return errors.timeout(what, e);
+  return asHubError(e);
 }

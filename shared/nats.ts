@@ -1,7 +1,7 @@
 // The NATS connection every process shares, JSON request/reply with HubError mapping,
 // and an actor's NATS service (the services framework gives $SRV.PING/INFO/STATS discovery for free).
 import { connect, headers as natsHeaders, RequestStrategy, type NatsConnection, type ServiceMsg, type Service } from 'nats';
-import { asHubError, toNatsHeaders } from './errors.js';
+import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
 import { natsServiceName, subjects, type EventChange, type EventEntity } from './subjects.js';
 
@@ -32,6 +32,19 @@ export async function connectNats(url: string, name: string, log: Logger, onStat
     }
   })();
   return nc;
+}
+
+/** A JSON request to an actor's NATS endpoint; errors come back as HubErrors (503 when nobody listens, 504 on timeout). */
+export async function requestJson<T>(nc: NatsConnection, subject: string, payload: unknown, timeoutMs: number): Promise<T> {
+  let reply;
+  try {
+    reply = await nc.request(subject, encodeJson(payload), { timeout: timeoutMs });
+  } catch (e) {
+    throw fromNatsRequestError(e, subject);
+  }
+  const err = fromNatsReply(reply.headers);
+  if (err) throw err;
+  return decodeJson<T>(reply.data);
 }
 
 /** Publishes one domain event `hub.evt.<entity>.<change>` (the names are checked against shared/subjects.ts EVENTS). */

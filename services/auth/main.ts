@@ -14,6 +14,7 @@ await runActor('auth', async (ctx) => {
     audit: ctx.audit,
     announce: createAnnouncer(ctx.nc),
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
+    maxJsonDepth: ctx.config.Hub.max_json_depth,
   });
 
   const ensureUser = userEnsurer(h);

@@ -1,6 +1,8 @@
 // The auth actor's own store: users, groups and memberships, passwords, login sessions (with an external
 // provider's sealed tokens) and login failures. The only file with SQL for them.
 import { Store } from '../../shared/store.js';
+import type { UserSort } from '../../shared/lists.js';
+import { UserIndex } from './user-index.js';
 
 const MIGRATIONS = [
   `CREATE TABLE users (
@@ -56,32 +58,23 @@ export interface Restriction { names: string[]; groups: string[] }
 
 const placeholders = (n: number) => Array(n).fill('?').join(',');
 
-/** First index in sorted `ids` whose value is >= id. */
-function lowerBound(ids: number[], id: number): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ids[mid] < id) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+/** What a transaction changes in memory, applied when it commits: users added, other index changes, groups counted. */
+interface Staged { added: { id: number; name: string }[]; index: (() => void)[]; groups: number }
 
 export class AuthStore {
   /**
-   * Every user id in order, so a page at any offset starts with an index seek (O(limit)), never an
-   * OFFSET scan; its length is the total. Changes made inside a transaction apply when it commits.
+   * Every user in id, name and activity order (see user-index.ts), so a page at any offset is a slice, never
+   * an OFFSET scan; its size is the total. Changes made inside a transaction apply when it commits.
    */
-  private userIds: number[] = [];
+  private readonly index = new UserIndex();
   private groupCount = 0;
-  private staged: { addUsers: number[]; removeUsers: number[]; groups: number } | null = null;
+  private staged: Staged | null = null;
 
   private constructor(private readonly db: Store) {}
 
   static async open(path: string): Promise<AuthStore> {
     const s = new AuthStore(await Store.open(path, MIGRATIONS));
-    s.userIds = (await s.db.all<{ id: number }>('SELECT id FROM users ORDER BY id')).map((r) => r.id);
+    s.index.load(await s.db.all<{ id: number; name: string; last_activity: string | null }>('SELECT id, name, last_activity FROM users'));
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     return s;
   }
@@ -91,25 +84,22 @@ export class AuthStore {
   }
 
   async transaction<T>(work: () => Promise<T>): Promise<T> {
-    let staged = { addUsers: [] as number[], removeUsers: [] as number[], groups: 0 };
+    let staged: Staged = { added: [], index: [], groups: 0 };
     const result = await this.db.transaction(async () => {
-      staged = this.staged = { addUsers: [], removeUsers: [], groups: 0 };
+      staged = this.staged = { added: [], index: [], groups: 0 };
       try {
         return await work();
       } finally {
         this.staged = null;
       }
     });
-    for (const id of staged.addUsers) this.userIds.splice(lowerBound(this.userIds, id), 0, id);
-    for (const id of staged.removeUsers) {
-      const i = lowerBound(this.userIds, id);
-      if (this.userIds[i] === id) this.userIds.splice(i, 1);
-    }
+    this.index.add(staged.added);
+    for (const apply of staged.index) apply();
     this.groupCount += staged.groups;
     return result;
   }
 
-  private stage(): { addUsers: number[]; removeUsers: number[]; groups: number } {
+  private stage(): Staged {
     if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
     return this.staged;
   }
@@ -125,13 +115,12 @@ export class AuthStore {
     return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);
   }
 
-  /** `only`: named users and members of named groups; `exclude`: names left out (a small set, e.g. users with servers). */
-  async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = []): Promise<{ rows: UserRow[]; total: number }> {
-    if (!only && !exclude.length) {
-      if (offset >= this.userIds.length) return { rows: [], total: this.userIds.length };
-      const rows = await this.db.all<UserRow>('SELECT * FROM users WHERE id >= ? ORDER BY id LIMIT ?', [this.userIds[offset], limit]);
-      return { rows, total: this.userIds.length };
-    }
+  /**
+   * A page of users in `sort` order. `only`: named users and members of named groups; `exclude`: names left
+   * out (a small set, e.g. users with servers). Unfiltered pages are slices of the in-memory index.
+   */
+  async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = [], sort: UserSort = { key: 'id', desc: false }): Promise<{ rows: UserRow[]; total: number }> {
+    if (!only && !exclude.length) return { rows: await this.usersByIds(this.index.page(sort, offset, limit)), total: this.index.size };
     const conditions: string[] = [];
     const params: string[] = [];
     if (only) {
@@ -143,9 +132,27 @@ export class AuthStore {
       params.push(...exclude);
     }
     const where = conditions.join(' AND ');
-    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id LIMIT ? OFFSET ?`, [...params, limit, offset]);
-    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
-    return { rows, total };
+    if (sort.key === 'id') {
+      const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+      const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
+      return { rows, total };
+    }
+    // other orders include activity not yet written: the index knows it, SQL does not
+    const ids = (await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${where}`, params)).map((r) => r.id);
+    return { rows: await this.usersByIds(this.index.sort(ids, sort).slice(offset, offset + limit)), total: ids.length };
+  }
+
+  /** Rows of these ids, in this order. */
+  private async usersByIds(ids: number[]): Promise<UserRow[]> {
+    if (!ids.length) return [];
+    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE id IN (${placeholders(ids.length)})`, ids);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return ids.map((id) => byId.get(id)).filter((r): r is UserRow => r !== undefined);
+  }
+
+  /** Activity not yet written still orders `sort=last_activity` pages at once. */
+  noteActivity(id: number, at: string): void {
+    this.index.touch(id, at);
   }
 
   /** Group names of each user id, for one page of users at a time. */
@@ -161,11 +168,16 @@ export class AuthStore {
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
     const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    staged.addUsers.push(lastID);
+    staged.added.push({ id: lastID, name });
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
-    if (changes.name !== undefined) await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
+    if (changes.name !== undefined && changes.name !== name) {
+      const staged = this.stage();
+      const row = await this.getUser(name);
+      await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
+      if (row) staged.index.push(() => this.index.rename(row.id, changes.name!));
+    }
     if (changes.admin !== undefined) await this.db.run('UPDATE users SET admin = ? WHERE name = ?', [changes.admin ? 1 : 0, changes.name ?? name]);
   }
 
@@ -174,7 +186,7 @@ export class AuthStore {
     const row = await this.getUser(name);
     if (!row) return false;
     await this.db.run('DELETE FROM users WHERE id = ?', [row.id]);
-    staged.removeUsers.push(row.id);
+    staged.index.push(() => this.index.remove(row.id));
     return true;
   }
 

@@ -102,10 +102,10 @@ export function createUserCache(auth: AuthClient, maxAgeMs: number) {
     remember(user: UserRecord): void {
       cache.set(user.name, user);
     },
-    /** Activity only moves `last_activity` forward: the cached record stays, nothing else about the user changed. */
-    touch(name: string, at: string | undefined): void {
+    /** Activity moves a cached model forward in place (no refetch): `hub.evt.user.activity` carries the time. */
+    touch(name: string, at: string): void {
       const hit = cache.get(name);
-      if (hit && at && at > (hit.last_activity || '')) hit.last_activity = at;
+      if (hit && at > (hit.last_activity || '')) hit.last_activity = at;
     },
     forget: (name: string) => cache.delete(name),
     clear: () => cache.clear(),

@@ -5,6 +5,7 @@ import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.j
 import { grpcSocketPath } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
 import { createActivityBuffer } from './activity.js';
+import { isShutdownRequest } from '../../shared/supervision.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
 import { Registry } from './registry.js';
 
@@ -22,6 +23,12 @@ await runActor('spawner', async (ctx) => {
   const activity = createActivityBuffer((batch) => h.recordActivity(batch), Math.max(1000, config.Hub.activity_resolution * 1000));
   const proxyActivity = ctx.nc.subscribe(subjects.event('activity', 'proxy'), {
     callback: (_e, m) => activity.noteRoutes(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}, registry.all()),
+  });
+
+  // POST /hub/api/shutdown may say whether servers stop with the hub (passed on by the supervisor)
+  let cleanupServers = config.Hub.cleanup_servers;
+  process.on('message', (m) => {
+    if (isShutdownRequest(m) && typeof m.servers === 'boolean') cleanupServers = m.servers;
   });
 
   await h.adoptAll();
@@ -46,8 +53,8 @@ await runActor('spawner', async (ctx) => {
       activity.stop();
       proxyActivity.unsubscribe();
       await activity.flush();
-      if (config.Hub.cleanup_servers) await h.stopAll();
-      else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'Hub.cleanup_servers is false: servers keep running');
+      if (cleanupServers) await h.stopAll();
+      else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'servers keep running (Hub.cleanup_servers or the shutdown request said so)');
       tokens.close();
       oauth.close();
     },

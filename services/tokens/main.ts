@@ -36,6 +36,9 @@ await runActor('tokens', async (ctx) => {
   await registerConfiguredTokens(ctx, h, store, auth);
   const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
   purge.unref();
+  const flushUse = setInterval(() => void h.flushUse().catch((err) => ctx.log.error({ event: 'tokens.activity.flush_failed', err }, 'token activity not written')),
+    Math.max(1000, ctx.config.Hub.activity_resolution * 1000));
+  flushUse.unref();
 
   return {
     grpc: {
@@ -44,8 +47,12 @@ await runActor('tokens', async (ctx) => {
       RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
       IssueUserToken: h.issueUserToken,
     },
+    // gateways publish token uses here once a second (services/gateway/token-activity.ts)
+    nats: { activity: (body) => h.noteUse(body as { tokens?: Record<string, string> }) },
     close: async () => {
       clearInterval(purge);
+      clearInterval(flushUse);
+      await h.flushUse();
       for (const s of subs) s.unsubscribe();
       auth.close();
       await store.close();

@@ -1,5 +1,6 @@
 // The /hub/api dispatcher: route lookup, requester identification, scope check, handler.
 import { errors } from '../../../shared/errors.js';
+import { parseJson } from '../../../shared/json.js';
 import type { Reply, RequestInfo } from '../http.js';
 import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
@@ -7,7 +8,7 @@ import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
-import { apiSegments, authorize, compileRoutes, findRoute } from './router.js';
+import { apiSegments, authorize, compileRoutes, findRoute, type Route } from './router.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 
@@ -21,9 +22,15 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
   return query.get('token');
 }
 
+/** Every /hub/api route (the fuzz test drives each one it lists). */
+export function apiRoutes(deps: ApiDeps): Route[] {
+  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)];
+}
+
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
-  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)]);
+  const maxJsonDepth = deps.config.Hub.max_json_depth;
+  const routes = compileRoutes(apiRoutes(deps));
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);
@@ -33,6 +40,7 @@ export function createApi(deps: ApiDeps) {
     const query = new URLSearchParams(info.query);
     const token = requestToken(info, query);
     let identity = token ? await identities.resolve(token) : null;
+    if (identity) deps.tokenUse.touch(identity.tokenId);
     if (!token) {
       // A browser: the login cookie identifies it; then every write needs the session's XSRF token.
       identity = await deps.web.identify(info);
@@ -42,6 +50,9 @@ export function createApi(deps: ApiDeps) {
     }
     const held = await authorize(route, params, identity);
     const who = identity ? `${identity.owner.kind}:${identity.owner.name}` : 'anonymous';
-    await route.handle({ info, reply, params, query, body, identity, held, who });
+    let parsed: { value: unknown } | undefined;
+    // the body is UTF-8 (checked at the door); only its shape is left to check, once, with the depth bound
+    const json = () => (parsed ??= { value: body?.length ? parseJson(body.toString('utf8'), maxJsonDepth) : undefined }).value;
+    await route.handle({ info, reply, params, query, body, json, identity, held, who });
   };
 }

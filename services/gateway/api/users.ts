@@ -10,6 +10,7 @@ import type { ApiRequest, Route } from './router.js';
 import { parseTimestamp } from '../../../shared/time.js';
 import { encodeJson } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
+import { parseSort } from '../../../shared/lists.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
@@ -43,6 +44,8 @@ export function userRoutes(deps: ApiDeps): Route[] {
         if (filter !== 'all' && (filter.servers.size || filter.services.size)) {
           throw errors.forbidden('list:users may only be filtered by user or group');
         }
+        const sort = req.query.get('sort') ?? 'id';
+        parseSort(sort); // a 400 here, before anything is asked of the auth actor
         const state = req.query.get('state');
         if (state !== null && !['active', 'ready', 'inactive'].includes(state)) throw errors.badRequest(`Unrecognized state filter: ${JSON.stringify(state.slice(0, 40))}`);
         const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
@@ -53,7 +56,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           offset: page.offset, limit: page.limit, restricted: filter !== 'all' || (byState && state !== 'inactive'),
           names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
           groups: filter === 'all' ? [] : [...filter.groups],
-          exclude_names: byState && state === 'inactive' ? withServers : [],
+          exclude_names: byState && state === 'inactive' ? withServers : [], sort,
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
         const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
@@ -153,6 +156,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         }
         const latest = times.sort().at(-1)!;
         await auth.recordActivity({ name: req.params.name, last_activity: latest });
+        users.touch(req.params.name, latest); // this gateway at once; the others on hub.evt.user.activity
         req.reply.send(200, '', { 'Content-Type': 'application/json' });
       },
     },

@@ -1,0 +1,126 @@
+// Every user id in three orders (id, name, last activity), kept in memory by the auth store so that a page
+// of `GET /hub/api/users?sort=…` at any offset is a slice of ids (O(limit)), never an OFFSET scan. Updates
+// are a binary search plus an array splice (a memmove: tens of µs at 100,000 users).
+import { SORT_KEYS, type SortKey, type UserSort } from '../../shared/lists.js';
+
+interface Entry { name: string; activity: string }
+
+export class UserIndex {
+  private readonly entries = new Map<number, Entry>();
+  private readonly byId: number[] = [];
+  private readonly byName: number[] = [];
+  /** ascending by (last_activity, id), never-active users ('') first: descending is this reversed, nulls last */
+  private readonly byActivity: number[] = [];
+
+  private readonly cmp: Record<SortKey, (a: number, b: number) => number> = {
+    id: (a, b) => a - b,
+    name: (a, b) => {
+      const x = this.entries.get(a)!.name;
+      const y = this.entries.get(b)!.name;
+      return x < y ? -1 : x > y ? 1 : a - b;
+    },
+    last_activity: (a, b) => {
+      const x = this.entries.get(a)!.activity;
+      const y = this.entries.get(b)!.activity;
+      return x < y ? -1 : x > y ? 1 : a - b;
+    },
+  };
+
+  get size(): number {
+    return this.byId.length;
+  }
+
+  private order(key: SortKey): number[] {
+    return key === 'id' ? this.byId : key === 'name' ? this.byName : this.byActivity;
+  }
+
+  /** First position in `list` whose id sorts at or after `id` (which must be in `entries`). */
+  private position(list: number[], key: SortKey, id: number): number {
+    const cmp = this.cmp[key];
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (cmp(list[mid], id) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  private insert(key: SortKey, id: number): void {
+    const list = this.order(key);
+    list.splice(this.position(list, key, id), 0, id);
+  }
+
+  private unlink(key: SortKey, id: number): void {
+    const list = this.order(key);
+    const i = this.position(list, key, id);
+    if (list[i] === id) list.splice(i, 1);
+  }
+
+  /** Loads many users at once (at start): one sort per order instead of an insert each. */
+  load(rows: { id: number; name: string; last_activity: string | null }[]): void {
+    for (const r of rows) {
+      this.entries.set(r.id, { name: r.name, activity: r.last_activity ?? '' });
+      this.byId.push(r.id);
+    }
+    this.byId.sort(this.cmp.id);
+    this.byName.push(...this.byId);
+    this.byName.sort(this.cmp.name);
+    this.byActivity.push(...this.byId);
+    this.byActivity.sort(this.cmp.last_activity);
+  }
+
+  /** New users (never active). A large batch is appended and sorted once rather than spliced in one by one. */
+  add(users: { id: number; name: string }[]): void {
+    const fresh = users.filter((u) => !this.entries.has(u.id));
+    for (const u of fresh) this.entries.set(u.id, { name: u.name, activity: '' });
+    for (const key of SORT_KEYS) {
+      if (fresh.length <= 32) {
+        for (const u of fresh) this.insert(key, u.id);
+      } else {
+        const list = this.order(key);
+        list.push(...fresh.map((u) => u.id));
+        list.sort(this.cmp[key]);
+      }
+    }
+  }
+
+  remove(id: number): void {
+    if (!this.entries.has(id)) return;
+    for (const key of SORT_KEYS) this.unlink(key, id);
+    this.entries.delete(id);
+  }
+
+  rename(id: number, name: string): void {
+    const e = this.entries.get(id);
+    if (!e || e.name === name) return;
+    this.unlink('name', id);
+    e.name = name;
+    this.insert('name', id);
+  }
+
+  /** Activity only moves forward (ISO times in one format compare as strings). */
+  touch(id: number, activity: string): void {
+    const e = this.entries.get(id);
+    if (!e || activity <= e.activity) return;
+    this.unlink('last_activity', id);
+    e.activity = activity;
+    this.insert('last_activity', id);
+  }
+
+  /** Ids of one page of all users. */
+  page(sort: UserSort, offset: number, limit: number): number[] {
+    const list = this.order(sort.key);
+    if (!sort.desc) return list.slice(offset, offset + limit);
+    const out: number[] = [];
+    for (let i = list.length - 1 - offset; i >= 0 && out.length < limit; i--) out.push(list[i]);
+    return out;
+  }
+
+  /** Some users (a filtered list) in the same order a full list would show them. */
+  sort(ids: number[], sort: UserSort): number[] {
+    const known = ids.filter((id) => this.entries.has(id)).sort(this.cmp[sort.key]);
+    return sort.desc ? known.reverse() : known;
+  }
+}
