@@ -93,8 +93,10 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
       return { users: await userModels(r.names.map((n) => byName.get(n)).filter((x): x is UserRow => !!x)) };
     },
 
-    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[]; exclude_names: string[] }) {
-      const { rows, total } = await store.listUsers(r.offset, r.limit, r.restricted ? { names: r.names, groups: r.groups } : undefined, r.exclude_names);
+    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[]; exclude_names: string[]; name_filter?: string }) {
+      const { rows, total } = await store.listUsers(r.offset, r.limit, {
+        only: r.restricted ? { names: r.names, groups: r.groups } : undefined, exclude: r.exclude_names, nameFilter: r.name_filter ?? '',
+      });
       return { users: await userModels(rows), total };
     },
 

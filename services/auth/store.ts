@@ -54,6 +54,18 @@ export interface GroupRow { id: number; name: string; properties: string }
 /** Restricts a list to named users and members of named groups (a caller with filtered list scopes). */
 export interface Restriction { names: string[]; groups: string[] }
 
+/** What a list of users is narrowed by; every part is optional and they combine with AND. */
+export interface UserListFilter {
+  only?: Restriction;
+  /** names left out (a small set, e.g. users with servers) */
+  exclude?: string[];
+  /** case-insensitive substring of the name (the API's `name_filter`) */
+  nameFilter?: string;
+}
+
+/** Index changes made inside a transaction, applied to memory when it commits. */
+interface Staged { addUsers: [number, string][]; removeUsers: number[]; renames: [number, string][]; groups: number }
+
 const placeholders = (n: number) => Array(n).fill('?').join(',');
 
 /** First index in sorted `ids` whose value is >= id. */
@@ -68,20 +80,31 @@ function lowerBound(ids: number[], id: number): number {
   return lo;
 }
 
+/** How many name filters keep their matching ids between pages (paging one search is then O(limit)). */
+const FILTER_CACHE_SIZE = 32;
+
 export class AuthStore {
   /**
    * Every user id in order, so a page at any offset starts with an index seek (O(limit)), never an
-   * OFFSET scan; its length is the total. Changes made inside a transaction apply when it commits.
+   * OFFSET scan; its length is the total. `lowerNames` (id → lower-cased name) answers name filters
+   * from memory. Changes made inside a transaction apply when it commits.
    */
   private userIds: number[] = [];
+  private readonly lowerNames = new Map<number, string>();
+  /** bumped whenever the set of names changes; cached filter results of older versions are stale */
+  private namesVersion = 0;
+  private readonly filterCache = new Map<string, { version: number; ids: number[] }>();
   private groupCount = 0;
-  private staged: { addUsers: number[]; removeUsers: number[]; groups: number } | null = null;
+  private staged: Staged | null = null;
 
   private constructor(private readonly db: Store) {}
 
   static async open(path: string): Promise<AuthStore> {
     const s = new AuthStore(await Store.open(path, MIGRATIONS));
-    s.userIds = (await s.db.all<{ id: number }>('SELECT id FROM users ORDER BY id')).map((r) => r.id);
+    for (const r of await s.db.all<{ id: number; name: string }>('SELECT id, name FROM users ORDER BY id')) {
+      s.userIds.push(r.id);
+      s.lowerNames.set(r.id, r.name.toLowerCase());
+    }
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     return s;
   }
@@ -91,27 +114,54 @@ export class AuthStore {
   }
 
   async transaction<T>(work: () => Promise<T>): Promise<T> {
-    let staged = { addUsers: [] as number[], removeUsers: [] as number[], groups: 0 };
+    let staged: Staged = { addUsers: [], removeUsers: [], renames: [], groups: 0 };
     const result = await this.db.transaction(async () => {
-      staged = this.staged = { addUsers: [], removeUsers: [], groups: 0 };
+      staged = this.staged = { addUsers: [], removeUsers: [], renames: [], groups: 0 };
       try {
         return await work();
       } finally {
         this.staged = null;
       }
     });
-    for (const id of staged.addUsers) this.userIds.splice(lowerBound(this.userIds, id), 0, id);
+    for (const [id, name] of staged.addUsers) {
+      this.userIds.splice(lowerBound(this.userIds, id), 0, id);
+      this.lowerNames.set(id, name.toLowerCase());
+    }
     for (const id of staged.removeUsers) {
       const i = lowerBound(this.userIds, id);
       if (this.userIds[i] === id) this.userIds.splice(i, 1);
+      this.lowerNames.delete(id);
     }
+    for (const [id, name] of staged.renames) if (this.lowerNames.has(id)) this.lowerNames.set(id, name.toLowerCase());
+    if (staged.addUsers.length || staged.removeUsers.length || staged.renames.length) this.namesVersion++;
     this.groupCount += staged.groups;
     return result;
   }
 
-  private stage(): { addUsers: number[]; removeUsers: number[]; groups: number } {
+  private stage(): Staged {
     if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
     return this.staged;
+  }
+
+  /**
+   * Ids (ascending) of users whose name contains `filter`, ignoring case: one pass over the names in
+   * memory (~1 ms per 100,000 users), then kept until a name changes, so the next pages of the same
+   * search cost O(limit).
+   */
+  private idsMatching(filter: string): number[] {
+    const needle = filter.toLowerCase();
+    const hit = this.filterCache.get(needle);
+    if (hit && hit.version === this.namesVersion) {
+      this.filterCache.delete(needle); // most recently used goes last
+      this.filterCache.set(needle, hit);
+      return hit.ids;
+    }
+    const ids: number[] = [];
+    for (const id of this.userIds) if (this.lowerNames.get(id)!.includes(needle)) ids.push(id);
+    this.filterCache.delete(needle);
+    this.filterCache.set(needle, { version: this.namesVersion, ids });
+    if (this.filterCache.size > FILTER_CACHE_SIZE) this.filterCache.delete(this.filterCache.keys().next().value!);
+    return ids;
   }
 
   // ---- users ----
@@ -125,15 +175,22 @@ export class AuthStore {
     return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);
   }
 
-  /** `only`: named users and members of named groups; `exclude`: names left out (a small set, e.g. users with servers). */
-  async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = []): Promise<{ rows: UserRow[]; total: number }> {
+  async listUsers(offset: number, limit: number, { only, exclude = [], nameFilter = '' }: UserListFilter = {}): Promise<{ rows: UserRow[]; total: number }> {
     if (!only && !exclude.length) {
+      if (nameFilter) {
+        // the matching ids are in memory: the page is a slice of them, fetched by primary key
+        const ids = this.idsMatching(nameFilter);
+        const pageIds = ids.slice(offset, offset + limit);
+        if (!pageIds.length) return { rows: [], total: ids.length };
+        const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE id IN (${placeholders(pageIds.length)}) ORDER BY id`, pageIds);
+        return { rows, total: ids.length };
+      }
       if (offset >= this.userIds.length) return { rows: [], total: this.userIds.length };
       const rows = await this.db.all<UserRow>('SELECT * FROM users WHERE id >= ? ORDER BY id LIMIT ?', [this.userIds[offset], limit]);
       return { rows, total: this.userIds.length };
     }
     const conditions: string[] = [];
-    const params: string[] = [];
+    const params: (string | number)[] = [];
     if (only) {
       conditions.push(`(name IN (${placeholders(only.names.length)}) OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE g.name IN (${placeholders(only.groups.length)})))`);
       params.push(...only.names, ...only.groups);
@@ -141,6 +198,11 @@ export class AuthStore {
     if (exclude.length) {
       conditions.push(`name NOT IN (${placeholders(exclude.length)})`);
       params.push(...exclude);
+    }
+    if (nameFilter) {
+      // SQLite's lower() folds ASCII only: the match is made in memory and handed over as one JSON array
+      conditions.push('id IN (SELECT value FROM json_each(?))');
+      params.push(JSON.stringify(this.idsMatching(nameFilter)));
     }
     const where = conditions.join(' AND ');
     const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id LIMIT ? OFFSET ?`, [...params, limit, offset]);
@@ -161,11 +223,16 @@ export class AuthStore {
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
     const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    staged.addUsers.push(lastID);
+    staged.addUsers.push([lastID, name]);
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
-    if (changes.name !== undefined) await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
+    if (changes.name !== undefined) {
+      const staged = this.stage();
+      const row = await this.getUser(name);
+      await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
+      if (row) staged.renames.push([row.id, changes.name]);
+    }
     if (changes.admin !== undefined) await this.db.run('UPDATE users SET admin = ? WHERE name = ?', [changes.admin ? 1 : 0, changes.name ?? name]);
   }
 

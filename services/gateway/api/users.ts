@@ -53,6 +53,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
           groups: filter === 'all' ? [] : [...filter.groups],
           exclude_names: byState && state === 'inactive' ? withServers : [],
+          name_filter: req.query.get('name_filter') ?? '',
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
         const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
