@@ -1,8 +1,8 @@
 // /hub/api/users…: identity lives in the auth actor; reads come from the gateway's cache.
 import { errors } from '../../../shared/errors.js';
-import { expandScopes, listFilter } from '../../../shared/scopes.js';
+import { listFilter } from '../../../shared/scopes.js';
 import type { UserRecord } from '../caches.js';
-import { isPlainObject, jsonBody, onlyKeys, stringList, userResource, type ApiDeps } from './deps.js';
+import { holdsAdminScopes, isPlainObject, jsonBody, onlyKeys, stringList, userResource, type ApiDeps } from './deps.js';
 import { userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
@@ -14,13 +14,8 @@ export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
   const model = (held: ReadonlySet<string>, u: UserRecord) => userModel(held, u, book, servers.of(u.name));
   const resource = userResource(deps);
-  const adminScopes = expandScopes(book.get('admin')!.scopes);
-
   /** Granting admin needs every scope admin gives, so admin:users alone cannot make an admin. */
-  function mayGrantAdmin(req: ApiRequest): boolean {
-    for (const s of adminScopes) if (!req.held.has(s)) return false;
-    return true;
-  }
+  const mayGrantAdmin = (req: ApiRequest) => holdsAdminScopes(req.held, book);
 
   async function mustGet(name: string): Promise<UserRecord> {
     const user = await users.get(name);
