@@ -11,6 +11,7 @@ import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './sh
 import { normalizeUsername } from './shared/names.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
+import { serviceUrl } from './shared/servers.js';
 import { SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
@@ -125,7 +126,7 @@ function lookupUser(name: string): { uid: number; gid: number } {
 function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
   const host = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip;
   const apiUrl = `http://${host}:${config.Hub.port}/hub/api`;
-  const prefix = `/services/${encodeURIComponent(svc.name)}/`;
+  const prefix = serviceUrl(svc.name);
   const access = JSON.stringify([`access:services!service=${svc.name}`]);
   const command = Array.isArray(svc.command) ? svc.command : ['/bin/sh', '-c', svc.command as string];
   let ids: { uid?: number; gid?: number } = {};

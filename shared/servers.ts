@@ -56,6 +56,11 @@ export function serverUrl(user: string, name: string): string {
   return name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`;
 }
 
+/** A service's URL prefix on the hub (its route, its HUB_SERVICE_PREFIX, its OAuth callback's base). */
+export function serviceUrl(name: string): string {
+  return `/services/${escapeName(name)}/`;
+}
+
 /** Percent-encoded down to characters a cookie name may hold (`@` too, unlike escapeName). */
 const cookieSafe = (name: string) => encodeURIComponent(name).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 

@@ -9,6 +9,7 @@ import type { GrpcClient } from '../../shared/grpc.js';
 import type { Logger } from '../../shared/log.js';
 import type { ServiceConfig } from '../../shared/roles.js';
 import { GENERATED_ROUNDS, hashSecret, SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
+import { serviceUrl } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
 import type { ClientRow, CodeRow, OAuthStore } from './store.js';
 
@@ -64,7 +65,7 @@ export function serviceClientSpecs(services: ServiceConfig[], log?: Logger): Cli
       continue;
     }
     // the same prefix the supervisor gives the service as HUB_SERVICE_PREFIX
-    const callback = redirect || `/services/${encodeURIComponent(svc.name)}/oauth_callback`;
+    const callback = redirect || `${serviceUrl(svc.name)}oauth_callback`;
     const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
     specs.push({
       client_id: clientId, kind: 'service', description: `Hub service ${svc.name}`, redirect_uri: callback,

@@ -3,7 +3,7 @@
 //   /services/<name>/    → each configured service with a `url`
 //   /user/<name>/[<s>/]  → each ready single-user server, at its `url`, to its `target`
 import type { Route } from '../../shared/routes.js';
-import { escapeName } from '../../shared/servers.js';
+import { serviceUrl } from '../../shared/servers.js';
 
 export const HUB_ROUTESPEC = '/';
 
@@ -23,7 +23,7 @@ export interface ServiceFacts {
 
 export const hubRoute = (hubTarget: string): Route => ({ routespec: HUB_ROUTESPEC, target: hubTarget, data: { hub: true } });
 
-export const serviceRoute = (name: string, url: string): Route => ({ routespec: `/services/${escapeName(name)}/`, target: url, data: { service: name } });
+export const serviceRoute = (name: string, url: string): Route => ({ routespec: serviceUrl(name), target: url, data: { service: name } });
 
 /** Null while the server has nowhere to be reached, or when its url is not a path. */
 export function serverRoute(s: ServerFacts): Route | null {

@@ -2,7 +2,7 @@
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
 import { groupModelFields, hasScope, serviceModelFields, userModelFields } from '../../../shared/scopes.js';
-import { isActive, serverModel, type ServerRecord } from '../../../shared/servers.js';
+import { isActive, serverModel, serviceUrl, type ServerRecord } from '../../../shared/servers.js';
 import type { UserRecord } from '../caches.js';
 
 const orNull = (s: string | undefined) => (s ? s : null);
@@ -62,7 +62,7 @@ export function serviceModel(held: ReadonlySet<string>, svc: ServiceConfig, book
   const command = svc.command === undefined ? [] : Array.isArray(svc.command) ? svc.command : [svc.command];
   return pick({
     kind: 'service', name: svc.name, admin: Boolean(svc.admin), roles: rolesOfService(book, svc), url: svc.url ?? '',
-    prefix: svc.url ? `/services/${svc.name}/` : '', command, pid: 0, info: svc.info ?? {}, display: svc.display ?? true,
+    prefix: svc.url ? serviceUrl(svc.name) : '', command, pid: 0, info: svc.info ?? {}, display: svc.display ?? true,
   }, keys);
 }
 

@@ -2,12 +2,12 @@
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { isActive, serverUrl, progressUrl } from '../../../shared/servers.js';
+import { isActive, serverUrl, serviceUrl, progressUrl } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
 import type { Identity } from '../caches.js';
 import type { Reply, RequestInfo } from '../http.js';
-import { escapeHtml, hidden, page } from './html.js';
+import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
 import type { WebSessions } from './sessions.js';
 
@@ -28,25 +28,13 @@ export function form(body: Buffer | null): URLSearchParams {
 /** What every page handler needs: answers (redirect, html), the login requirement, the form XSRF check. */
 export function createPageKit(deps: PageDeps) {
   const { web } = deps;
-  const redirect = (reply: Reply, location: string, cookies: string[] = []) => {
-    reply.res.cork(() => {
-      if (reply.aborted || reply.done) return;
-      reply.done = true;
-      reply.res.writeStatus('302 Found').writeHeader('Location', location);
-      for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
-      reply.res.end();
-    });
-  };
-  const html = (reply: Reply, status: number, body: string, cookies: string[] = []) => {
-    reply.res.cork(() => {
-      if (reply.aborted || reply.done) return;
-      reply.done = true;
-      reply.res.writeStatus(`${status} ${status === 200 ? 'OK' : status === 403 ? 'Forbidden' : status === 429 ? 'Too Many Requests' : 'Error'}`);
-      reply.res.writeHeader('Content-Type', HTML['Content-Type']);
-      for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
-      reply.res.end(body);
-    });
-  };
+  const redirect = (reply: Reply, location: string, cookies: string[] = []) => reply.send(302, '', { Location: location }, false, cookies);
+  const html = (reply: Reply, status: number, body: string, cookies: string[] = [], headers: Record<string, string> = {}) =>
+    reply.send(status, body, { ...HTML, ...headers }, false, cookies);
+
+  const services = [...deps.services.values()].filter((s) => s.url && s.display !== false).map((s) => ({ name: s.name, href: serviceUrl(s.name) }));
+  /** What the top bar offers this person. */
+  const nav = (id: Identity): Nav => ({ user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'), services });
 
   const here = (info: RequestInfo) => (info.query ? `${info.path}?${info.query}` : info.path);
 
@@ -61,7 +49,7 @@ export function createPageKit(deps: PageDeps) {
     if (!web.xsrfValid(info, web.xsrfFor(id.sessionId), f.get('_xsrf'))) throw errors.forbidden("'_xsrf' argument missing or invalid", 'HUB_ERR_XSRF');
   }
 
-  return { redirect, html, here, requireLogin, checkFormXsrf };
+  return { redirect, html, here, nav, requireLogin, checkFormXsrf };
 }
 
 export type PageKit = ReturnType<typeof createPageKit>;
@@ -70,7 +58,7 @@ export type PageKit = ReturnType<typeof createPageKit>;
 export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[] = () => []) {
   const { config, auth, tokens, spawner, servers, web, users } = deps;
   const kit = createPageKit(deps);
-  const { redirect, html, requireLogin, checkFormXsrf } = kit;
+  const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
 
   function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): void {
     const xsrf = web.anonymousXsrf(info);
@@ -92,9 +80,9 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     const label = name ? escapeHtml(name) : '(default)';
     const xsrf = hidden('_xsrf', web.xsrfFor(id.sessionId));
     const action = state === 'running'
-      ? `<a href="${escapeHtml(serverUrl(user, name))}">Open</a> <form method="post" action="/hub/stop/${encodeURIComponent(user)}/${encodeURIComponent(name)}" style="display:inline">${xsrf}<button>Stop</button></form>`
+      ? `<a href="${escapeHtml(serverUrl(user, name))}">Open</a> <form method="post" action="/hub/stop/${encodeURIComponent(user)}/${encodeURIComponent(name)}" class="inline">${xsrf}<button>Stop</button></form>`
       : state === 'stopped'
-        ? `<form method="post" action="/hub/spawn/${encodeURIComponent(user)}${name ? `/${encodeURIComponent(name)}` : ''}" style="display:inline">${xsrf}<button>Start</button></form>`
+        ? `<form method="post" action="/hub/spawn/${encodeURIComponent(user)}${name ? `/${encodeURIComponent(name)}` : ''}" class="inline">${xsrf}<button>Start</button></form>`
         : `<a href="/hub/user/${encodeURIComponent(user)}/${name ? `${encodeURIComponent(name)}/` : ''}">${state}…</a>`;
     return `<tr><td>${label}</td><td>${state}</td><td>${action}</td></tr>`;
   }
@@ -149,8 +137,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const named = config.Hub.allow_named_servers
           ? `<form method="post" action="/hub/spawn-named">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<input name="server" placeholder="new server name" pattern="[a-z][a-z0-9-]*"><button>Start named server</button></form>` : '';
         const svc = [...deps.services.values()].filter((s) => s.url && s.display !== false)
-          .map((s) => `<li><a href="/services/${encodeURIComponent(s.name)}/">${escapeHtml(s.name)}</a></li>`).join('');
-        html(reply, 200, page('Home', `<table><tr><th>Server</th><th>State</th><th></th></tr>${rows}</table>${named}${svc ? `<h2>Services</h2><ul>${svc}</ul>` : ''}`, me));
+          .map((s) => `<li><a href="${escapeHtml(serviceUrl(s.name))}">${escapeHtml(s.name)}</a></li>`).join('');
+        html(reply, 200, page('Home', `<table><tr><th>Server</th><th>State</th><th></th></tr>${rows}</table>${named}${svc ? `<h2>Services</h2><ul>${svc}</ul>` : ''}`, nav(id)));
       },
     },
     {
@@ -169,7 +157,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const id = await requireLogin(info, reply);
         if (!id) return;
         html(reply, 200, page('Start a server', `<p>Start ${name ? `server <b>${escapeHtml(name)}</b>` : 'the server'} of ${escapeHtml(user)}?</p>
-<form method="post">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start</button></form>`, id.owner.name));
+<form method="post">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start</button></form>`, nav(id)));
       },
     },
     {
@@ -204,11 +192,11 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         if (r?.state === 'running') return redirect(reply, url);
         if (r?.state === 'spawn') {
           const script = `<script>const es=new EventSource(${JSON.stringify(progressUrl(user, name))});es.onmessage=(m)=>{const e=JSON.parse(m.data);document.getElementById('p').value=e.progress;document.getElementById('m').textContent=e.message;if(e.ready){es.close();location.href=e.url}if(e.failed){es.close()}}</script>`;
-          return html(reply, 200, page('Starting…', `<p>Your server is starting.</p><progress id="p" max="100" value="0"></progress><p id="m"></p>${script}`, id.owner.name));
+          return html(reply, 200, page('Starting…', `<p>Your server is starting.</p><progress id="p" max="100" value="0"></progress><p id="m"></p>${script}`, nav(id)));
         }
         const action = `/hub/spawn/${encodeURIComponent(user)}${name ? `/${encodeURIComponent(name)}` : ''}`;
         html(reply, 200, page('Server not running', `<p>The server at <code>${escapeHtml(url)}</code> is not running.</p>
-<form method="post" action="${escapeHtml(action)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start it</button></form>`, id.owner.name));
+<form method="post" action="${escapeHtml(action)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start it</button></form>`, nav(id)));
       },
     },
     {
@@ -216,7 +204,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
       async handle(info, reply) {
         const id = await requireLogin(info, reply);
         if (!id) return;
-        html(reply, 200, page('API token', tokenForm(id), id.owner.name));
+        html(reply, 200, page('API token', tokenForm(id), nav(id)));
       },
     },
     {
@@ -232,7 +220,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
           expires_in: Number.isFinite(days) && days > 0 ? Math.round(days * 86400) : 0, has_scopes: false, scopes: [], has_roles: false, roles: [],
           requester_scopes: [...id.scopes],
         });
-        html(reply, 200, page('API token', `<p>Your new token (shown once): <code id="token">${escapeHtml(r.token)}</code></p>${tokenForm(id)}`, id.owner.name));
+        html(reply, 200, page('API token', `<p>Your new token (shown once): <code id="token">${escapeHtml(r.token)}</code></p>${tokenForm(id)}`, nav(id)));
       },
     },
   ];
