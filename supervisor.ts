@@ -12,7 +12,7 @@ import { normalizeUsername } from './shared/names.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { serviceUrl } from './shared/servers.js';
-import { SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
+import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
 
@@ -30,6 +30,8 @@ options:
 `;
 
 const PROCESSES_FILE = 'processes.json';
+/** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
+const SHUTDOWN_GRACE_MS = 250;
 
 /**
  * V8 flags per actor. Every actor is its own Node process (~40 MB before any code), so actors off the
@@ -213,6 +215,17 @@ async function start(config: HubConfig): Promise<void> {
   })());
   process.on('SIGTERM', () => void stopAll('SIGTERM'));
   process.on('SIGINT', () => void stopAll('SIGINT'));
+  // POST /hub/api/shutdown, relayed by the actors: tell every actor (the spawner reads `servers`), then stop
+  // after a moment, so the gateway can still send its 202.
+  let shutdownAsked = false;
+  const onShutdownRequest = (m: unknown) => {
+    if (!isShutdownRequest(m) || shutdownAsked || stopping) return;
+    shutdownAsked = true;
+    log.info({ event: 'supervisor.shutdown_requested', by: m.by, servers: m.servers }, 'shutdown requested through the API');
+    for (const child of children) child.send(m);
+    setTimeout(() => void stopAll('api'), SHUTDOWN_GRACE_MS);
+  };
+  for (const child of children) child.onMessage = onShutdownRequest;
 
   const t0 = Date.now();
   const [first, ...rest] = children;

@@ -7,8 +7,10 @@ import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './
 import { readResolvedConfig, type HubConfig } from './config.js';
 import { serveGrpc, stopGrpc, type UnaryHandler } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
-import { connectNats, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
+import { connectNats, decodeJson, encodeJson, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
+import { subjects } from './subjects.js';
+import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
 
 export const HUB_VERSION: string = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version;
 
@@ -96,7 +98,21 @@ export async function runActor(actor: ActorName, setup: (ctx: ActorContext) => P
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   // Started by the supervisor with an IPC channel: when the supervisor dies, so do we (no orphans).
-  if (process.send) process.on('disconnect', () => void stop('supervisor gone'));
+  if (process.send) {
+    process.on('disconnect', () => void stop('supervisor gone'));
+    // The supervisor has no NATS client: a shutdown asked for over NATS (POST /hub/api/shutdown, from any
+    // gateway, supervised or not) reaches it through every actor it started; the first to answer confirms.
+    nc.subscribe(subjects.command('supervisor', 'shutdown'), {
+      callback: (_e, m) => {
+        const body = decodeJson<{ servers?: unknown; by?: unknown }>(m.data) ?? {};
+        const request: ShutdownRequest = {
+          type: SHUTDOWN_MESSAGE, servers: typeof body.servers === 'boolean' ? body.servers : undefined, by: String(body.by ?? 'unknown').slice(0, 200),
+        };
+        process.send?.(request);
+        m.respond(encodeJson({ relayed_by: instance }));
+      },
+    });
+  }
 
   await audit.publish('actor', 'start', { who: `actor:${actor}`, what: instance, outcome: 'ok', pid: process.pid });
   log.info({ event: 'actor.ready', instance, startupMs: Date.now() - startedAt }, 'ready');

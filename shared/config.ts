@@ -33,6 +33,7 @@ export const SCHEMA = {
     nats_url: { kind: 'string', default: '', help: 'an existing NATS to use instead of starting one (env HUB_NATS_URL)' },
     log_level: { kind: 'string', default: 'info', help: 'pino log level', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] },
     max_body_size: { kind: 'integer', default: 1048576, help: 'largest request body the hub itself reads, in bytes (413 beyond)', min: 0 },
+    max_json_depth: { kind: 'integer', default: 64, help: 'deepest nesting of arrays/objects in a JSON body, user_options or group properties (400 beyond)', min: 1, max: 1000 },
     rpc_timeout: seconds(5, 'deadline of one internal gRPC or NATS call'),
     health_timeout: seconds(1, 'how long /hub/health waits for each actor'),
     audit_retention_days: { kind: 'number', default: 90, help: 'how long audit events stay in the HUB_AUDIT stream', min: 0 },

@@ -3,6 +3,17 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import type { Logger } from './log.js';
 
+/**
+ * The IPC message that asks the supervisor to stop the hub (an actor relays it from NATS); the supervisor
+ * passes it on to every actor before stopping them, so the spawner knows whether to stop servers
+ * (`servers`, undefined = Hub.cleanup_servers).
+ */
+export const SHUTDOWN_MESSAGE = 'hub.shutdown';
+export interface ShutdownRequest { type: typeof SHUTDOWN_MESSAGE; servers?: boolean; by: string }
+
+export const isShutdownRequest = (m: unknown): m is ShutdownRequest =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === SHUTDOWN_MESSAGE;
+
 export interface ChildSpec {
   id: string;
   command: string;
@@ -33,6 +44,8 @@ export class SupervisedChild {
   private restartTimer: NodeJS.Timeout | null = null;
   private stopping = false;
   failed = false;
+  /** messages the child sends over its IPC channel (Node children only) */
+  onMessage?: (message: unknown) => void;
 
   constructor(
     readonly spec: ChildSpec,
@@ -54,6 +67,7 @@ export class SupervisedChild {
     this.startedAt = Date.now();
     proc.on('error', (err) => this.log.error({ event: 'child.spawn_error', child: this.spec.id, err: err.message }, 'could not start child'));
     proc.on('exit', (code, signal) => this.exited(proc, code, signal));
+    if (this.spec.ipc) proc.on('message', (m) => this.onMessage?.(m));
     this.log.info({ event: 'child.started', child: this.spec.id, pid: proc.pid }, `started ${this.spec.id}`);
     this.onChange();
   }
@@ -86,6 +100,17 @@ export class SupervisedChild {
       this.restartTimer = null;
       if (!this.stopping) this.start();
     }, delayMs);
+  }
+
+  /** A message over the IPC channel; false when there is no live channel. */
+  send(message: unknown): boolean {
+    const proc = this.proc;
+    if (!proc?.connected) return false;
+    try {
+      return proc.send(message as object);
+    } catch {
+      return false;
+    }
   }
 
   /** Deliberate stop: never restarted. Resolves once the process is gone. */

@@ -2,9 +2,11 @@
 // transaction, then announced (hub.evt.user.* / hub.evt.group.*) and audited.
 import type { AuditPublisher } from '../../shared/audit.js';
 import { errors } from '../../shared/errors.js';
+import { parseJson } from '../../shared/json.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow, parseTimestamp } from '../../shared/time.js';
 import type { AuthStore, GroupRow, UserRow } from './store.js';
+import { parseSort } from '../../shared/lists.js';
 
 export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
 export interface GroupModel { name: string; users: string[]; properties_json: string }
@@ -18,6 +20,8 @@ export interface AuthDeps {
   announce: Announce;
   /** how often buffered activity is written */
   activityFlushMs: number;
+  /** Hub.max_json_depth: group properties are bounded like any JSON from outside */
+  maxJsonDepth: number;
 }
 
 function checkName(kind: string, name: string): void {
@@ -25,9 +29,10 @@ function checkName(kind: string, name: string): void {
   if (why) throw errors.badRequest(`Invalid ${kind} name ${JSON.stringify(name.slice(0, 100))}: ${why}`, 'HUB_ERR_NAME_INVALID');
 }
 
-export function createAuthHandlers({ store, audit, announce, activityFlushMs }: AuthDeps) {
-  // Activity arrives often (every proxied request, every single-user server's heartbeat): it is
-  // buffered and written at most once per flush interval, and merged into reads meanwhile.
+export function createAuthHandlers({ store, audit, announce, activityFlushMs, maxJsonDepth }: AuthDeps) {
+  // Activity arrives often (every single-user server's heartbeat): it is announced at once (gateways update
+  // their cached models in place), ordered in the list index at once, and written to the store at most once
+  // per flush interval; reads merge what is not written yet.
   const pendingActivity = new Map<string, string>();
   const flushTimer = setInterval(() => void flushActivity(), activityFlushMs);
   flushTimer.unref();
@@ -37,7 +42,6 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
     const batch = new Map(pendingActivity);
     pendingActivity.clear();
     await store.transaction(() => store.recordActivity(batch));
-    for (const name of batch.keys()) announce('user', 'activity', { name }); // cached user models are stale now
   }
 
   function latest(name: string, stored: string | null): string {
@@ -93,9 +97,9 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
       return { users: await userModels(r.names.map((n) => byName.get(n)).filter((x): x is UserRow => !!x)) };
     },
 
-    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[]; exclude_names: string[]; name_filter?: string }) {
+    async listUsers(r: { offset: number; limit: number; restricted: boolean; names: string[]; groups: string[]; exclude_names: string[]; sort?: string; name_filter?: string }) {
       const { rows, total } = await store.listUsers(r.offset, r.limit, {
-        only: r.restricted ? { names: r.names, groups: r.groups } : undefined, exclude: r.exclude_names, nameFilter: r.name_filter ?? '',
+        only: r.restricted ? { names: r.names, groups: r.groups } : undefined, exclude: r.exclude_names, sort: parseSort(r.sort || 'id'), nameFilter: r.name_filter ?? '',
       });
       return { users: await userModels(rows), total };
     },
@@ -167,9 +171,13 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
     async recordActivity(r: { name: string; last_activity: string }) {
       const at = parseTimestamp(r.last_activity);
       if (!at) throw errors.badRequest(`Not a valid timestamp: ${r.last_activity.slice(0, 60)}`);
-      await mustGetUser(r.name);
+      const row = await mustGetUser(r.name);
       const iso = at.toISOString();
-      if (iso > (pendingActivity.get(r.name) ?? '')) pendingActivity.set(r.name, iso);
+      if (iso > latest(r.name, row.last_activity)) {
+        pendingActivity.set(r.name, iso);
+        store.noteActivity(row.id, iso);
+        announce('user', 'activity', { name: r.name, last_activity: iso });
+      }
       return {};
     },
 
@@ -227,6 +235,8 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs }: 
     },
 
     async setGroupProperties(r: { name: string; properties_json: string; by: string }) {
+      const properties = parseJson(r.properties_json, maxJsonDepth, 'Group properties');
+      if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) throw errors.badRequest('Group properties must be a JSON object');
       const group = await mustGetGroup(r.name);
       await store.transaction(() => store.setProperties(group.id, r.properties_json));
       announce('group', 'updated', { name: r.name, users: [] });

@@ -16,6 +16,7 @@ await runActor('auth', async (ctx) => {
     audit: ctx.audit,
     announce: (entity, change, body) => ctx.nc.publish(subjects.event(entity, change), encodeJson(body)),
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
+    maxJsonDepth: ctx.config.Hub.max_json_depth,
   });
 
   const ensureUser = async (name: string, admin: boolean) => {

@@ -1,6 +1,8 @@
 // The auth actor's own store: users, groups and memberships, passwords, login sessions (with an external
 // provider's sealed tokens) and login failures. The only file with SQL for them.
 import { Store } from '../../shared/store.js';
+import type { UserSort } from '../../shared/lists.js';
+import { UserIndex } from './user-index.js';
 
 const MIGRATIONS = [
   `CREATE TABLE users (
@@ -54,57 +56,33 @@ export interface GroupRow { id: number; name: string; properties: string }
 /** Restricts a list to named users and members of named groups (a caller with filtered list scopes). */
 export interface Restriction { names: string[]; groups: string[] }
 
-/** What a list of users is narrowed by; every part is optional and they combine with AND. */
-export interface UserListFilter {
+/** What a list of users is narrowed by (all parts optional, combined with AND) and its order. */
+export interface UserListQuery {
+  /** named users and members of named groups (a caller with filtered list scopes) */
   only?: Restriction;
   /** names left out (a small set, e.g. users with servers) */
   exclude?: string[];
+  sort?: UserSort;
   /** case-insensitive substring of the name (the API's `name_filter`) */
   nameFilter?: string;
 }
 
-/** Index changes made inside a transaction, applied to memory when it commits. */
-interface Staged { addUsers: [number, string][]; removeUsers: number[]; renames: [number, string][]; groups: number }
-
 const placeholders = (n: number) => Array(n).fill('?').join(',');
-
-/** First index in sorted `ids` whose value is >= id. */
-function lowerBound(ids: number[], id: number): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ids[mid] < id) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** How many name filters keep their matching ids between pages (paging one search is then O(limit)). */
-const FILTER_CACHE_SIZE = 32;
 
 export class AuthStore {
   /**
-   * Every user id in order, so a page at any offset starts with an index seek (O(limit)), never an
-   * OFFSET scan; its length is the total. `lowerNames` (id → lower-cased name) answers name filters
-   * from memory. Changes made inside a transaction apply when it commits.
+   * Every user in id, name and activity order (see user-index.ts), so a page at any offset is a slice, never
+   * an OFFSET scan; its size is the total. Changes made inside a transaction apply when it commits.
    */
-  private userIds: number[] = [];
-  private readonly lowerNames = new Map<number, string>();
-  /** bumped whenever the set of names changes; cached filter results of older versions are stale */
-  private namesVersion = 0;
-  private readonly filterCache = new Map<string, { version: number; ids: number[] }>();
+  private readonly index = new UserIndex();
   private groupCount = 0;
-  private staged: Staged | null = null;
+  private staged: { index: (() => void)[]; groups: number } | null = null;
 
   private constructor(private readonly db: Store) {}
 
   static async open(path: string): Promise<AuthStore> {
     const s = new AuthStore(await Store.open(path, MIGRATIONS));
-    for (const r of await s.db.all<{ id: number; name: string }>('SELECT id, name FROM users ORDER BY id')) {
-      s.userIds.push(r.id);
-      s.lowerNames.set(r.id, r.name.toLowerCase());
-    }
+    s.index.load(await s.db.all<{ id: number; name: string; last_activity: string | null }>('SELECT id, name, last_activity FROM users'));
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     return s;
   }
@@ -114,54 +92,23 @@ export class AuthStore {
   }
 
   async transaction<T>(work: () => Promise<T>): Promise<T> {
-    let staged: Staged = { addUsers: [], removeUsers: [], renames: [], groups: 0 };
+    let staged = { index: [] as (() => void)[], groups: 0 };
     const result = await this.db.transaction(async () => {
-      staged = this.staged = { addUsers: [], removeUsers: [], renames: [], groups: 0 };
+      staged = this.staged = { index: [], groups: 0 };
       try {
         return await work();
       } finally {
         this.staged = null;
       }
     });
-    for (const [id, name] of staged.addUsers) {
-      this.userIds.splice(lowerBound(this.userIds, id), 0, id);
-      this.lowerNames.set(id, name.toLowerCase());
-    }
-    for (const id of staged.removeUsers) {
-      const i = lowerBound(this.userIds, id);
-      if (this.userIds[i] === id) this.userIds.splice(i, 1);
-      this.lowerNames.delete(id);
-    }
-    for (const [id, name] of staged.renames) if (this.lowerNames.has(id)) this.lowerNames.set(id, name.toLowerCase());
-    if (staged.addUsers.length || staged.removeUsers.length || staged.renames.length) this.namesVersion++;
+    for (const apply of staged.index) apply();
     this.groupCount += staged.groups;
     return result;
   }
 
-  private stage(): Staged {
+  private stage(): { index: (() => void)[]; groups: number } {
     if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
     return this.staged;
-  }
-
-  /**
-   * Ids (ascending) of users whose name contains `filter`, ignoring case: one pass over the names in
-   * memory (~1 ms per 100,000 users), then kept until a name changes, so the next pages of the same
-   * search cost O(limit).
-   */
-  private idsMatching(filter: string): number[] {
-    const needle = filter.toLowerCase();
-    const hit = this.filterCache.get(needle);
-    if (hit && hit.version === this.namesVersion) {
-      this.filterCache.delete(needle); // most recently used goes last
-      this.filterCache.set(needle, hit);
-      return hit.ids;
-    }
-    const ids: number[] = [];
-    for (const id of this.userIds) if (this.lowerNames.get(id)!.includes(needle)) ids.push(id);
-    this.filterCache.delete(needle);
-    this.filterCache.set(needle, { version: this.namesVersion, ids });
-    if (this.filterCache.size > FILTER_CACHE_SIZE) this.filterCache.delete(this.filterCache.keys().next().value!);
-    return ids;
   }
 
   // ---- users ----
@@ -175,19 +122,15 @@ export class AuthStore {
     return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);
   }
 
-  async listUsers(offset: number, limit: number, { only, exclude = [], nameFilter = '' }: UserListFilter = {}): Promise<{ rows: UserRow[]; total: number }> {
+  /**
+   * A page of users in `sort` order (see UserListQuery). Pages without `only`/`exclude` are slices of the
+   * in-memory index (or of its cached search): O(limit) at any offset.
+   */
+  async listUsers(offset: number, limit: number, { only, exclude = [], sort = { key: 'id', desc: false }, nameFilter = '' }: UserListQuery = {}): Promise<{ rows: UserRow[]; total: number }> {
     if (!only && !exclude.length) {
-      if (nameFilter) {
-        // the matching ids are in memory: the page is a slice of them, fetched by primary key
-        const ids = this.idsMatching(nameFilter);
-        const pageIds = ids.slice(offset, offset + limit);
-        if (!pageIds.length) return { rows: [], total: ids.length };
-        const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE id IN (${placeholders(pageIds.length)}) ORDER BY id`, pageIds);
-        return { rows, total: ids.length };
-      }
-      if (offset >= this.userIds.length) return { rows: [], total: this.userIds.length };
-      const rows = await this.db.all<UserRow>('SELECT * FROM users WHERE id >= ? ORDER BY id LIMIT ?', [this.userIds[offset], limit]);
-      return { rows, total: this.userIds.length };
+      if (!nameFilter) return { rows: await this.usersByIds(this.index.page(sort, offset, limit)), total: this.index.size };
+      const ids = this.index.matching(nameFilter, sort);
+      return { rows: await this.usersByIds(ids.slice(offset, offset + limit)), total: ids.length };
     }
     const conditions: string[] = [];
     const params: (string | number)[] = [];
@@ -200,14 +143,32 @@ export class AuthStore {
       params.push(...exclude);
     }
     if (nameFilter) {
-      // SQLite's lower() folds ASCII only: the match is made in memory and handed over as one JSON array
+      // SQLite's lower() folds ASCII only ('ÉMILE' must find 'émile'): the index matches, SQL gets one JSON array
       conditions.push('id IN (SELECT value FROM json_each(?))');
-      params.push(JSON.stringify(this.idsMatching(nameFilter)));
+      params.push(JSON.stringify(this.index.matching(nameFilter, { key: 'id', desc: false })));
     }
     const where = conditions.join(' AND ');
-    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id LIMIT ? OFFSET ?`, [...params, limit, offset]);
-    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
-    return { rows, total };
+    if (sort.key === 'id') {
+      const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+      const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
+      return { rows, total };
+    }
+    // other orders include activity not yet written: the index knows it, SQL does not
+    const ids = (await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${where}`, params)).map((r) => r.id);
+    return { rows: await this.usersByIds(this.index.sort(ids, sort).slice(offset, offset + limit)), total: ids.length };
+  }
+
+  /** Rows of these ids, in this order. */
+  private async usersByIds(ids: number[]): Promise<UserRow[]> {
+    if (!ids.length) return [];
+    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE id IN (${placeholders(ids.length)})`, ids);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return ids.map((id) => byId.get(id)).filter((r): r is UserRow => r !== undefined);
+  }
+
+  /** Activity not yet written still orders `sort=last_activity` pages at once. */
+  noteActivity(id: number, at: string): void {
+    this.index.touch(id, at);
   }
 
   /** Group names of each user id, for one page of users at a time. */
@@ -223,15 +184,15 @@ export class AuthStore {
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
     const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    staged.addUsers.push([lastID, name]);
+    staged.index.push(() => this.index.add(lastID, name));
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
-    if (changes.name !== undefined) {
+    if (changes.name !== undefined && changes.name !== name) {
       const staged = this.stage();
       const row = await this.getUser(name);
       await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
-      if (row) staged.renames.push([row.id, changes.name]);
+      if (row) staged.index.push(() => this.index.rename(row.id, changes.name!));
     }
     if (changes.admin !== undefined) await this.db.run('UPDATE users SET admin = ? WHERE name = ?', [changes.admin ? 1 : 0, changes.name ?? name]);
   }
@@ -241,7 +202,7 @@ export class AuthStore {
     const row = await this.getUser(name);
     if (!row) return false;
     await this.db.run('DELETE FROM users WHERE id = ?', [row.id]);
-    staged.removeUsers.push(row.id);
+    staged.index.push(() => this.index.remove(row.id));
     return true;
   }
 

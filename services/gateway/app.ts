@@ -4,7 +4,7 @@ import { HUB_VERSION, type ActorContext } from '../../shared/actor.js';
 import { asHubError, errors, type HubError } from '../../shared/errors.js';
 import { cap } from '../../shared/log.js';
 import type { createHealthChecker } from './health.js';
-import { errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import { checkRequestText, errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
 import type { Proxy } from './proxy/index.js';
 import { securityHeaders, STATIC_ASSETS } from './web/html.js';
 
@@ -55,6 +55,7 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
   async function dispatch(info: RequestInfo, reply: Reply): Promise<void> {
     // The body limit is enforced before routing, so no path can be made to buffer an oversized body.
     const body = hasBody(info) ? await readBody(reply, info, maxBody) : null;
+    checkRequestText(info, body);
     // the OAuth provider's endpoints are pages (HTML errors, form bodies), though they live under /hub/api
     if (info.path.startsWith('/hub/api/oauth2/') && (await pages(info, reply, body))) return;
     if (info.path === '/hub/api' || info.path.startsWith('/hub/api/')) return api(info, reply, body);

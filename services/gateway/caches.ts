@@ -102,6 +102,11 @@ export function createUserCache(auth: GrpcClient, maxAgeMs: number) {
     remember(user: UserRecord): void {
       cache.set(user.name, user);
     },
+    /** Activity moves a cached model forward in place (no refetch): `hub.evt.user.activity` carries the time. */
+    touch(name: string, at: string): void {
+      const hit = cache.get(name);
+      if (hit && at > (hit.last_activity || '')) hit.last_activity = at;
+    },
     forget: (name: string) => cache.delete(name),
     clear: () => cache.clear(),
   };

@@ -14,6 +14,7 @@ export function applyEvent(subject: string, body: any, { identities, users, web 
       web.forgetUser(body.name);
     }
   } else if (entity === 'session' && change === 'revoked') web.forgetSession(body.session_id);
+  else if (entity === 'user' && change === 'activity' && typeof body.last_activity === 'string') users.touch(body.name, body.last_activity);
   else if (entity === 'user') users.forget(body.name);
   else if (entity === 'group') for (const name of body.users ?? []) users.forget(name);
 }

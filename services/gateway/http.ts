@@ -2,6 +2,7 @@
 // abort tracking, corked writes, bounded body reads, and one way to answer with an error.
 import uWS from 'uWebSockets.js';
 import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
+import { decodeUtf8 } from '../../shared/json.js';
 import { escapeHtml, page } from './web/html.js';
 
 /** The native build exports getParts; the pure-JS fallback shim does not. */
@@ -86,6 +87,43 @@ export function readBody(reply: Reply, info: RequestInfo, limit: number): Promis
       if (isLast) resolve(Buffer.concat(chunks, size));
     });
   });
+}
+
+const isHex = (b: number) => (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
+
+/**
+ * Throws 400 unless `s` (a path or query as uWS gives it) percent-decodes to valid UTF-8. uWS turns raw bytes
+ * that are not UTF-8 into U+FFFD before we see them, so a raw U+FFFD counts as invalid (send it encoded).
+ * With `strictPercent`, a `%` not followed by two hex digits is refused too (paths); queries keep it literally,
+ * as URLSearchParams does.
+ */
+function checkPercentUtf8(s: string, what: string, strictPercent: boolean): void {
+  if (s.indexOf('%') < 0 && s.indexOf('\uFFFD') < 0) return; // the common case: nothing to decode
+  if (s.indexOf('\uFFFD') >= 0) throw errors.badRequest(`${what} is not valid UTF-8`, 'HUB_ERR_REQUEST_ENCODING');
+  const raw = Buffer.from(s, 'utf8');
+  const out = Buffer.allocUnsafe(raw.length);
+  let n = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const b = raw[i];
+    if (b === 0x25 && i + 2 < raw.length && isHex(raw[i + 1]) && isHex(raw[i + 2])) {
+      out[n++] = parseInt(String.fromCharCode(raw[i + 1], raw[i + 2]), 16);
+      i += 2;
+    } else if (b === 0x25 && strictPercent) {
+      throw errors.badRequest(`${what} has a malformed percent-encoding`, 'HUB_ERR_REQUEST_ENCODING');
+    } else out[n++] = b;
+  }
+  decodeUtf8(out.subarray(0, n), `${what} (percent-decoded)`);
+}
+
+/**
+ * What the hub reads itself (path segments, query parameters, the body) must be UTF-8: anything else is a 400,
+ * never text with U+FFFD in place of the bytes. Checked once at the door, so URLSearchParams,
+ * decodeURIComponent and body.toString() further in never meet a sequence they would alter.
+ */
+export function checkRequestText(info: RequestInfo, body: Buffer | null): void {
+  checkPercentUtf8(info.path, 'Request path', true);
+  checkPercentUtf8(info.query, 'Query string', false);
+  if (body?.length) decodeUtf8(body);
 }
 
 export function hasBody(info: RequestInfo): boolean {

@@ -12,6 +12,7 @@ import { createIdentityCache, createUserCache } from './caches.js';
 import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { createServerMirror } from './servers.js';
+import { createTokenActivity } from './token-activity.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
 import { createPages } from './web/pages.js';
@@ -59,9 +60,10 @@ await runActor('gateway', async (ctx) => {
     routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log, connectTimeoutMs: ctx.rpcTimeoutMs, idleTimeoutMs: PROXY_IDLE_TIMEOUT_MS,
   });
 
+  const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
     config: ctx.config, auth, tokens, users, identities, spawner, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
-    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
+    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
   };
   const api = createApi(apiDeps);
   const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
@@ -76,6 +78,7 @@ await runActor('gateway', async (ctx) => {
     close: () => {
       routes.stop();
       activity.stop();
+      tokenUse.stop();
       proxy.close();
       events.unsubscribe();
       health.close();

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
+import { parseJson } from '../../shared/json.js';
 import type { GrpcClient } from '../../shared/grpc.js';
 import type { Logger } from '../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
@@ -220,7 +221,9 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         await forget(current, 'found dead at start');
       }
       checkStartAllowed(req.user, req.name);
-      const options = req.user_options_json ? JSON.parse(req.user_options_json) : current?.user_options ?? {};
+      // bounded like every JSON from outside: a record nested thousands deep would overflow JSON.stringify later
+      const options = (req.user_options_json ? parseJson(req.user_options_json, config.Hub.max_json_depth, 'user_options') : current?.user_options ?? {}) as Record<string, unknown>;
+      if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be a JSON object');
       const now = isoNow();
       const r: ServerRecord = {
         user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', port: 0, pid: 0, pid_start: '',

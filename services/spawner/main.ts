@@ -4,6 +4,7 @@ import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson, encodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
+import { isShutdownRequest } from '../../shared/supervision.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
 import { Registry } from './registry.js';
 
@@ -40,6 +41,12 @@ await runActor('spawner', async (ctx) => {
     },
   });
 
+  // POST /hub/api/shutdown may say whether servers stop with the hub (passed on by the supervisor)
+  let cleanupServers = config.Hub.cleanup_servers;
+  process.on('message', (m) => {
+    if (isShutdownRequest(m) && typeof m.servers === 'boolean') cleanupServers = m.servers;
+  });
+
   await h.adoptAll();
   const poll = setInterval(() => void h.pollAdopted(), config.Spawner.poll_interval * 1000);
   poll.unref();
@@ -62,8 +69,8 @@ await runActor('spawner', async (ctx) => {
       clearInterval(flush);
       proxyActivity.unsubscribe();
       await h.recordActivity([...pending.values()]);
-      if (config.Hub.cleanup_servers) await h.stopAll();
-      else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'Hub.cleanup_servers is false: servers keep running');
+      if (cleanupServers) await h.stopAll();
+      else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'servers keep running (Hub.cleanup_servers or the shutdown request said so)');
       tokens.close();
       oauth.close();
     },

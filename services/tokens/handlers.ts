@@ -33,6 +33,20 @@ function parseTokenId(id: string): number | null {
 
 const ownerLabel = (o: Owner) => `${o.kind === 'user' ? 'User' : 'Service'} ${o.name}`;
 
+/** The latest expiry a four-digit-year timestamp holds (the established hub's datetime cannot go further either). */
+const LATEST_EXPIRY_MS = Date.UTC(9999, 11, 31, 23, 59, 59);
+
+/** `expires_in` seconds from now as an ISO time, null for 0 (never); a 400 for what no date can hold. */
+export function expiryFromNow(expiresIn: number): string | null {
+  if (!Number.isInteger(expiresIn) || expiresIn < 0) {
+    throw errors.badRequest(`token expires_in must be a non-negative integer number of seconds, or 0 / null for no expiry, not ${String(expiresIn).slice(0, 40)}`);
+  }
+  if (expiresIn === 0) return null;
+  const at = Date.now() + expiresIn * 1000;
+  if (!(at <= LATEST_EXPIRY_MS)) throw errors.badRequest(`token expires_in: ${expiresIn} is too large (a token cannot expire after 9999-12-31)`);
+  return new Date(at).toISOString();
+}
+
 export function createTokenHandlers({ config, store, audit, lookupUser, announce }: TokensDeps) {
   const book = roleBook(config);
   const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
@@ -62,6 +76,16 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     announce('owner_changed', { kind: owner.kind, name: owner.name });
   }
 
+  /**
+   * Uses reported by gateways (row id → ISO time): shown at once by every read, written to the store at most
+   * once per flush, so a busy token costs no write per request.
+   */
+  const pendingUse = new Map<number, string>();
+  const lastUse = (row: TokenRow): string => {
+    const p = pendingUse.get(row.id);
+    return p && (!row.last_activity || p > row.last_activity) ? p : row.last_activity ?? '';
+  };
+
   const rawScopes = (row: TokenRow): string[] => JSON.parse(row.scopes);
   const isExpired = (row: TokenRow) => row.expires_at !== null && row.expires_at <= isoNow();
 
@@ -78,7 +102,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       note: row.note,
       scopes: [...((await effectiveScopes(row)) ?? [])].sort(),
       created: row.created,
-      last_activity: row.last_activity ?? '',
+      last_activity: lastUse(row),
       expires_at: row.expires_at ?? '',
       session_id: row.session_id ?? '',
       oauth_client: row.oauth_client === 'hub' ? 'Hub' : row.oauth_client,
@@ -139,7 +163,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       const owner = r.owner;
       const info = await mustOwnerExist(owner);
       if (r.has_scopes && r.has_roles) throw errors.badRequest('Can only assign one of scopes or roles when creating tokens.');
-      if (!Number.isFinite(r.expires_in) || r.expires_in < 0) throw errors.badRequest('expires_in must be a positive number of seconds, or 0 / null for no expiry');
+      const expiresAt = expiryFromNow(r.expires_in);
       let requested: string[];
       if (r.has_roles) {
         const unknown = r.roles.find((name) => !book.has(name));
@@ -167,7 +191,6 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       }
       const token = newToken();
       const note = r.note || `Requested via api${byOther ? ` by ${r.requester.kind} ${r.requester.name}` : ''}`;
-      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
       const id = await register(owner, token, requested, note, { rounds: GENERATED_ROUNDS, source: 'api', expiresAt });
       void audit.publish('token', 'create', { who: `${r.requester.kind}:${r.requester.name}`, what: `${owner.kind}:${owner.name}/a${id}`, outcome: 'ok', scopes: requested, expires_at: expiresAt });
       return { model: await model((await store.byId(id))!), token };
@@ -202,7 +225,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       if (!v.ok) throw errors.badRequest(v.reason, 'HUB_ERR_SCOPE_INVALID');
       if (!r.oauth_client || r.oauth_client === 'hub') throw errors.badRequest('an OAuth token needs its client');
       const token = newToken();
-      const expiresAt = r.expires_in > 0 ? new Date(Date.now() + r.expires_in * 1000).toISOString() : null;
+      const expiresAt = expiryFromNow(Math.ceil(r.expires_in));
       const id = await register(owner, token, r.scopes, r.note, {
         rounds: GENERATED_ROUNDS, source: 'oauth', expiresAt, sessionId: r.session_id || null, oauthClient: r.oauth_client,
       });
@@ -228,7 +251,26 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       await mustOwnerExist(owner);
       const now = isoNow();
       const rows = (await store.byOwner(owner.kind, owner.name)).filter((row) => !(row.expires_at && row.expires_at <= now));
+      // the store's order (last use, else creation) with uses not written yet
+      const key = (row: TokenRow) => lastUse(row) || row.created;
+      rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.id - b.id));
       return { tokens: await Promise.all(rows.map(model)) };
+    },
+
+    /** hub.tokens.activity from a gateway: {tokens: {"a12": iso}}; unknown or malformed ids are ignored. */
+    noteUse(body: { tokens?: Record<string, string> }) {
+      for (const [id, at] of Object.entries(body?.tokens ?? {})) {
+        const n = parseTokenId(id);
+        if (n !== null && typeof at === 'string' && at > (pendingUse.get(n) ?? '')) pendingUse.set(n, at);
+      }
+      return {};
+    },
+
+    async flushUse(): Promise<void> {
+      if (!pendingUse.size) return;
+      const batch = new Map(pendingUse);
+      pendingUse.clear();
+      await store.recordActivity(batch);
     },
 
     async getToken(r: { owner: Owner; id: string }) {
@@ -253,7 +295,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
         const ids = await store.deleteOwner('user', body.name);
         if (ids.length) void audit.publish('token', 'delete', { who: 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
-      } else {
+      } else if (change !== 'activity') { // activity changes no scope: cached resolutions stay right
         forgetOwner({ kind: 'user', name: body.name });
       }
     },

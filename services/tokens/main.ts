@@ -38,6 +38,9 @@ await runActor('tokens', async (ctx) => {
   await registerConfiguredTokens(ctx, h, store, auth);
   const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
   purge.unref();
+  const flushUse = setInterval(() => void h.flushUse().catch((err) => ctx.log.error({ event: 'tokens.activity.flush_failed', err }, 'token activity not written')),
+    Math.max(1000, ctx.config.Hub.activity_resolution * 1000));
+  flushUse.unref();
 
   return {
     grpc: {
@@ -45,8 +48,12 @@ await runActor('tokens', async (ctx) => {
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
       RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
     },
+    // gateways publish token uses here once a second (services/gateway/token-activity.ts)
+    nats: { activity: (body) => h.noteUse(body as { tokens?: Record<string, string> }) },
     close: async () => {
       clearInterval(purge);
+      clearInterval(flushUse);
+      await h.flushUse();
       for (const s of subs) s.unsubscribe();
       auth.close();
       await store.close();

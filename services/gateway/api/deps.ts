@@ -6,6 +6,7 @@ import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
 import { expandScopes, type Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
 import type { ServerMirror } from '../servers.js';
+import type { TokenActivity } from '../token-activity.js';
 import type { WebSessions } from '../web/sessions.js';
 import type { NatsConnection } from '../../../shared/nats.js';
 import type { ApiRequest } from './router.js';
@@ -25,16 +26,13 @@ export interface ApiDeps {
   nc: NatsConnection;
   book: Map<string, ConfiguredRole>;
   services: Map<string, ServiceConfig>;
+  /** tokens' last_activity, recorded per use and sent to the tokens actor in batches */
+  tokenUse: TokenActivity;
 }
 
-/** The JSON body as an object; absent or empty is `undefined`. Anything but JSON is a 400. */
+/** The JSON body (parsed once, by the dispatcher's limits); absent or empty is `undefined`. Anything but JSON is a 400. */
 export function jsonBody(req: ApiRequest): unknown {
-  if (!req.body || req.body.length === 0) return undefined;
-  try {
-    return JSON.parse(req.body.toString('utf8'));
-  } catch {
-    throw errors.badRequest('Request body must be valid JSON');
-  }
+  return req.json();
 }
 
 export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

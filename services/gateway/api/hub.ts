@@ -1,13 +1,16 @@
-// /hub/api/, /info, /user (whoami) and /services.
+// /hub/api/, /info, /user (whoami), /services and /shutdown.
 import { HUB_VERSION } from '../../../shared/actor.js';
 import { errors } from '../../../shared/errors.js';
 import { identifyScopes, listFilter, expandScopes } from '../../../shared/scopes.js';
-import { serviceResource, type ApiDeps } from './deps.js';
+import { requestJson } from '../../../shared/nats.js';
+import { subjects } from '../../../shared/subjects.js';
+import { isPlainObject, jsonBody, onlyKeys, serviceResource, type ApiDeps } from './deps.js';
 import { serviceModel, userModel } from './models.js';
+import { pageBody, parsePage } from './pagination.js';
 import type { Route } from './router.js';
 
 export function hubRoutes(deps: ApiDeps): Route[] {
-  const { config, users, book, services, servers } = deps;
+  const { config, users, book, services, servers, nc } = deps;
   /**
    * whoami is what every single-user server and service asks on each cache miss: its scope set (with
    * the identify scopes) and the sorted list are computed once per cached identity, not per request.
@@ -51,17 +54,37 @@ export function hubRoutes(deps: ApiDeps): Route[] {
       },
     },
     {
+      // An object keyed by name, as the established hub answers (its OpenAPI file says array); a page of it in
+      // configuration order with offset/limit, inside the envelope when the pagination media type is accepted.
       method: 'GET', path: '/services', access: 'list',
       handle(req) {
         const filter = listFilter(req.held, 'list:services');
         if (!filter) throw errors.forbidden('Action is not authorized with current scopes; requires any of [list:services]');
-        const out: Record<string, unknown> = {};
+        const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
+        const visible: [string, Record<string, unknown>][] = [];
         for (const svc of services.values()) {
           if (filter !== 'all' && !filter.services.has(svc.name)) continue;
           const model = serviceModel(req.held, svc, book);
-          if (model) out[svc.name] = model;
+          if (model) visible.push([svc.name, model]);
         }
-        req.reply.json(200, out);
+        const items = Object.fromEntries(visible.slice(page.offset, page.offset + page.limit));
+        req.reply.json(200, pageBody(req.info, req.query, page, items, visible.length));
+      },
+    },
+    {
+      // The supervisor stops the hub (children in reverse start order); `servers` overrides Hub.cleanup_servers
+      // for this shutdown. The proxy is the gateway itself, so it always stops with the hub: `proxy` is only checked.
+      method: 'POST', path: '/shutdown', access: ['shutdown'],
+      async handle(req) {
+        const body = jsonBody(req) ?? {};
+        if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON object: {"servers": bool, "proxy": bool}');
+        onlyKeys(body, ['servers', 'proxy']);
+        for (const key of ['proxy', 'servers']) {
+          if (body[key] !== undefined && typeof body[key] !== 'boolean') throw errors.badRequest(`${key} must be true or false, got ${JSON.stringify(body[key]).slice(0, 40)}`);
+        }
+        const servers = typeof body.servers === 'boolean' ? body.servers : config.Hub.cleanup_servers;
+        await requestJson(nc, subjects.command('supervisor', 'shutdown'), { servers, by: req.who }, config.Hub.rpc_timeout * 1000);
+        req.reply.json(202, { message: 'Shutting down Hub' });
       },
     },
     {

@@ -1,5 +1,6 @@
 // The /hub/api dispatcher: route lookup, requester identification, scope check, handler.
 import { errors } from '../../../shared/errors.js';
+import { parseJson } from '../../../shared/json.js';
 import type { Reply, RequestInfo } from '../http.js';
 import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
@@ -23,6 +24,7 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
 
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
+  const maxJsonDepth = deps.config.Hub.max_json_depth;
   const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)]);
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
@@ -33,6 +35,7 @@ export function createApi(deps: ApiDeps) {
     const query = new URLSearchParams(info.query);
     const token = requestToken(info, query);
     let identity = token ? await identities.resolve(token) : null;
+    if (identity) deps.tokenUse.touch(identity.tokenId);
     if (!token) {
       // A browser: the login cookie identifies it; then every write needs the session's XSRF token.
       identity = await deps.web.identify(info);
@@ -42,6 +45,9 @@ export function createApi(deps: ApiDeps) {
     }
     const held = await authorize(route, params, identity);
     const who = identity ? `${identity.owner.kind}:${identity.owner.name}` : 'anonymous';
-    await route.handle({ info, reply, params, query, body, identity, held, who });
+    let parsed: { value: unknown } | undefined;
+    // the body is UTF-8 (checked at the door); only its shape is left to check, once, with the depth bound
+    const json = () => (parsed ??= { value: body?.length ? parseJson(body.toString('utf8'), maxJsonDepth) : undefined }).value;
+    await route.handle({ info, reply, params, query, body, json, identity, held, who });
   };
 }

@@ -3,7 +3,7 @@
 import { errors } from '../../../shared/errors.js';
 import { createGrpcClient } from '../../../shared/grpc.js';
 import { grpcSocketPath } from '../../../shared/paths.js';
-import { isPlainObject, type ApiDeps } from './deps.js';
+import { isPlainObject, jsonBody, type ApiDeps } from './deps.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
 
@@ -34,12 +34,7 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       method: 'PATCH', path: '/proxy', access: ['proxy'],
       async handle(req) {
         if (!req.body?.length) throw errors.badRequest('need JSON body');
-        let body: unknown;
-        try {
-          body = JSON.parse(req.body.toString('utf8'));
-        } catch {
-          throw errors.badRequest('Request body must be JSON dict');
-        }
+        const body = jsonBody(req);
         if (!isPlainObject(body)) throw errors.badRequest('Request body must be JSON dict');
         if ('api_url' in body || 'auth_token' in body) {
           throw errors.badRequest("This hub's proxy is built in (the gateway and the proxy-router): there is no external proxy API to point at, so api_url and auth_token do not apply");

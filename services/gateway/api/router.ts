@@ -13,6 +13,8 @@ export interface ApiRequest {
   params: Record<string, string>;
   query: URLSearchParams;
   body: Buffer | null;
+  /** the body as JSON (undefined when empty), parsed once with the hub's limits; a 400 when it is not */
+  json: () => unknown;
   /** null for anonymous requests (only routes with `scopes: 'none'` see them) */
   identity: Identity | null;
   held: ReadonlySet<string>;

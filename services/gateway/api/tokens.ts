@@ -27,8 +27,11 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
         if (!target || !hasScope(req.held, 'tokens', { kind: 'user', name: target.name, groups: target.groups })) throw denied;
         const body = jsonBody(req) ?? {};
         if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON dict or empty');
+        // the type here; the range (not negative, a date that exists) in the tokens actor, which computes the expiry
         const expiresIn = body.expires_in ?? 0;
-        if (typeof expiresIn !== 'number' || !Number.isInteger(expiresIn)) throw errors.badRequest('expires_in must be an integer number of seconds, or null');
+        if (typeof expiresIn !== 'number' || !Number.isInteger(expiresIn)) {
+          throw errors.badRequest(`token expires_in must be null or an integer number of seconds, not ${JSON.stringify(expiresIn).slice(0, 40)}`);
+        }
         if (body.note !== undefined && typeof body.note !== 'string') throw errors.badRequest('note must be a string');
         const scopes = body.scopes === undefined ? undefined : stringList(body.scopes, 'scopes');
         const roles = body.roles === undefined ? undefined : stringList(body.roles, 'roles');

@@ -9,6 +9,7 @@ import type { ApiRequest, Route } from './router.js';
 import { parseTimestamp } from '../../../shared/time.js';
 import { encodeJson } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
+import { parseSort } from '../../../shared/lists.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
@@ -37,6 +38,8 @@ export function userRoutes(deps: ApiDeps): Route[] {
         if (filter !== 'all' && (filter.servers.size || filter.services.size)) {
           throw errors.forbidden('list:users may only be filtered by user or group');
         }
+        const sort = req.query.get('sort') ?? 'id';
+        parseSort(sort); // a 400 here, before anything is asked of the auth actor
         const state = req.query.get('state');
         if (state !== null && !['active', 'ready', 'inactive'].includes(state)) throw errors.badRequest(`Unrecognized state filter: ${JSON.stringify(state.slice(0, 40))}`);
         const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
@@ -47,7 +50,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           offset: page.offset, limit: page.limit, restricted: filter !== 'all' || (byState && state !== 'inactive'),
           names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
           groups: filter === 'all' ? [] : [...filter.groups],
-          exclude_names: byState && state === 'inactive' ? withServers : [],
+          exclude_names: byState && state === 'inactive' ? withServers : [], sort,
           name_filter: req.query.get('name_filter') ?? '',
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
@@ -148,6 +151,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         }
         const latest = times.sort().at(-1)!;
         await auth.call('RecordActivity', { name: req.params.name, last_activity: latest });
+        users.touch(req.params.name, latest); // this gateway at once; the others on hub.evt.user.activity
         req.reply.send(200, '', { 'Content-Type': 'application/json' });
       },
     },
