@@ -115,7 +115,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
         const fresh = names.filter((n) => !existing.has(n));
         if (!fresh.length) throw errors.conflict(`All ${names.length} users already exist`, 'HUB_ERR_USER_EXISTS');
         const now = isoNow();
-        for (const n of fresh) await store.insertUser(n, r.admin, now);
+        await store.insertUsers(fresh, r.admin, now);
         return fresh;
       });
       for (const name of created) announce('user', 'created', { name });

@@ -187,6 +187,18 @@ export class AuthStore {
     staged.index.push(() => this.index.add(lastID, name));
   }
 
+  /** Many new users in a few multi-row INSERTs (a bulk create of thousands: one statement per 500, not per user). */
+  async insertUsers(names: string[], admin: boolean, created: string): Promise<void> {
+    const staged = this.stage();
+    for (let i = 0; i < names.length; i += 500) {
+      const chunk = names.slice(i, i + 500);
+      const rows = await this.db.all<{ id: number; name: string }>(
+        `INSERT INTO users (name, admin, created) VALUES ${chunk.map(() => '(?, ?, ?)').join(',')} RETURNING id, name`,
+        chunk.flatMap((n) => [n, admin ? 1 : 0, created]));
+      staged.index.push(() => { for (const r of rows) this.index.add(r.id, r.name); });
+    }
+  }
+
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
     if (changes.name !== undefined && changes.name !== name) {
       const staged = this.stage();
