@@ -148,12 +148,16 @@ test.serial('admin: names that need escaping are shown as typed and their button
 });
 
 test.serial('admin: stop all stops every running server', async (t) => {
-  for (const u of ["user00001", "émile"]) t.true([201, 202].includes((await api('POST', `/users/${encodeURIComponent(u)}/server`, { token: ADMIN_TOKEN })).status));
+  // one of them with a profile among its options: the page shows it (as text)
+  for (const [u, body] of [['user00001', { user_options: { profile: 'gpu <b>large</b>' } }], ['émile', {}]] as const) {
+    t.true([201, 202].includes((await api('POST', `/users/${encodeURIComponent(u)}/server`, { token: ADMIN_TOKEN, body })).status));
+  }
   await page.goto(`${hub.url}/hub/admin?active=1`);
   await waitFor('two active users', async () => ((await usernames()).length === 2 ? true : undefined), 30_000).catch(async (e) => { throw new Error(`${e.message}: ${(await usernames()).join()} / ${await page.locator('#admin-status').textContent()} / ${JSON.stringify((await api('GET', '/users?state=active', { token: ADMIN_TOKEN })).body)}`); });
   await page.goto(`${hub.url}/hub/admin?limit=25`);
   await waitFor('the running servers', async () => ((await page.locator('.state.running').count()) === 2 ? true : undefined), 30_000);
   await screenshot(page, 'admin-overview');
+  t.is((await rowOf('user00001').locator('.profile').textContent())?.trim(), 'gpu <b>large</b>');
   await page.goto(`${hub.url}/hub/admin?active=1`);
   await waitFor('two active users again', async () => ((await usernames()).length === 2 ? true : undefined), 30_000);
   await page.click('#stop-all');
