@@ -64,7 +64,7 @@ await runActor('gateway', async (ctx) => {
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   };
   const api = createApi(apiDeps);
-  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
+  const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null }, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api, pages, proxy });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
