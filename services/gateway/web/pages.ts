@@ -10,6 +10,7 @@ import type { Reply, RequestInfo } from '../http.js';
 import { serverPages } from './home.js';
 import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
+import { firstAdminSetup } from './setup-page.js';
 import type { WebSessions } from './sessions.js';
 import { tokenPages } from './token-page.js';
 
@@ -64,9 +65,12 @@ export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[]
   const kit = createPageKit(deps);
   const { redirect, html } = kit;
 
-  function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): void {
+  const setup = firstAdminSetup(deps, kit);
+
+  async function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): Promise<void> {
     const xsrf = web.anonymousXsrf(info);
-    const body = `<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
+    const done = new URLSearchParams(info.query).get('setup') === 'done' ? '<p class="notice" id="setup-done">The admin is set up: sign in with the name and password you chose.</p>' : '';
+    const body = `${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
 <form method="post" action="/hub/login${next ? `?next=${encodeURIComponent(next)}` : ''}">
 ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
 <label>Username<br><input name="username" autocomplete="username" autofocus required></label>
@@ -114,7 +118,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     })),
   ];
 
-  routes.push(...serverPages(deps, kit), ...tokenPages(deps, kit), ...extra(kit));
+  routes.push(...serverPages(deps, kit), ...tokenPages(deps, kit), ...setup.routes, ...extra(kit));
 
   /** Answers a /hub/ page request; false when no page has this path (the caller answers 404). */
   return async function handlePage(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<boolean> {
