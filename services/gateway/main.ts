@@ -67,7 +67,8 @@ await runActor('gateway', async (ctx) => {
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
   };
   const api = createApi(apiDeps);
-  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit)]);
+  const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
+    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api, pages, proxy });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>

@@ -22,14 +22,16 @@ export async function launchBrowser(): Promise<Browser> {
   }
 }
 
-/** A fresh context (no cookies) and a page in it; page errors are collected so a test can assert there were none. */
+/** A fresh context (no cookies) and a page in it; script errors and failed loads (status ≥ 400) are collected so a test can assert there were none. */
 export async function newPage(browser: Browser): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
   context.setDefaultTimeout(15_000);
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  // a failed load is listed with its URL (the console's own line for it names none)
+  page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text()); });
+  page.on('response', (r) => { if (r.status() >= 400) errors.push(`${r.status()} ${r.request().method()} ${r.url()}`); });
   return { context, page, errors };
 }
 

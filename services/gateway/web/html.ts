@@ -83,3 +83,18 @@ export function page(title: string, body: string, nav?: Nav | string, options: P
 }
 
 export const hidden = (name: string, value: string) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`;
+
+/** "3 minutes ago" for an ISO time ('never' when empty): pages show when, not the raw timestamp. */
+export function ago(iso: string | null | undefined, now = Date.now()): string {
+  const t = iso ? Date.parse(iso) : NaN;
+  if (!Number.isFinite(t)) return 'never';
+  const s = Math.round((now - t) / 1000);
+  if (s < 0) return `in ${until(-s)}`;
+  if (s < 45) return 'just now';
+  return `${until(s)} ago`;
+}
+
+function until(s: number): string {
+  const [n, unit] = s < 90 ? [1, 'minute'] : s < 3600 ? [Math.round(s / 60), 'minute'] : s < 86_400 ? [Math.round(s / 3600), 'hour'] : [Math.round(s / 86_400), 'day'];
+  return `${n} ${unit}${n === 1 ? '' : 's'}`;
+}
