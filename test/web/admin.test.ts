@@ -141,8 +141,14 @@ test.serial('admin: names that need escaping are shown as typed and their button
   await waitFor('o\'brien/lab running', async () => ((await named.locator('.state').textContent().catch(() => '')) === 'running' ? true : undefined), 30_000);
   t.is(await named.locator('a[data-action=open]').getAttribute('href'), '/user/o%27brien/lab/');
   await named.locator('button[data-action=stop]').click();
-  await waitFor('o\'brien/lab gone', async () => ((await named.count()) === 0 || (await named.locator('.state').textContent()) === 'stopped' ? true : undefined), 30_000);
+  // a stopped named server stays listed (include_stopped_servers) until it is deleted
+  await waitFor('o\'brien/lab stopped', async () => ((await named.locator('.state').textContent()) === 'stopped' ? true : undefined), 30_000);
   t.falsy((await api('GET', "/users/o'brien", { token: ADMIN_TOKEN })).body.servers?.lab);
+  t.is((await api('GET', "/users/o'brien?include_stopped_servers", { token: ADMIN_TOKEN })).body.servers?.lab?.stopped, true);
+  await named.locator('button[data-action=delete-server]').click();
+  await page.click('dialog button[data-action=confirm]');
+  await waitFor('o\'brien/lab deleted', async () => ((await named.count()) === 0 ? true : undefined), 30_000);
+  t.falsy((await api('GET', "/users/o'brien?include_stopped_servers=1", { token: ADMIN_TOKEN })).body.servers?.lab);
   t.is(open.status, 302, 'the server answers at the Open link');
   t.regex(open.headers.get('location') ?? '', /\/hub\/api\/oauth2\/authorize\?/);
 });

@@ -13,7 +13,9 @@ import { parseSort } from '../../../shared/lists.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
-  const model = (held: ReadonlySet<string>, u: UserRecord) => userModel(held, u, book, servers.of(u.name));
+  const model = (held: ReadonlySet<string>, u: UserRecord, includeStopped = false) => userModel(held, u, book, servers.of(u.name), includeStopped);
+  /** `?include_stopped_servers`: any value but 0/false, a bare one too (the established hub's reading). */
+  const withStopped = (q: URLSearchParams) => q.has('include_stopped_servers') && !['0', 'false'].includes(q.get('include_stopped_servers')!.toLowerCase());
   const resource = userResource(deps);
   /** Granting admin needs every scope admin gives, so admin:users alone cannot make an admin. */
   const mayGrantAdmin = (req: ApiRequest) => holdsAdminScopes(req.held, book);
@@ -54,7 +56,8 @@ export function userRoutes(deps: ApiDeps): Route[] {
           name_filter: req.query.get('name_filter') ?? '',
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
-        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
+        const stopped = withStopped(req.query);
+        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, stopped); }).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
     },
@@ -76,7 +79,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, model(req.held, user));
+        req.reply.json(200, model(req.held, user, withStopped(req.query)));
       },
     },
     {

@@ -223,6 +223,9 @@
     if (st === 'running' && typeof server.url === 'string' && server.url.startsWith('/')) {
       buttons.push(el('a', { class: 'button', href: server.url, target: '_blank', rel: 'noopener', data: { action: 'open' } }, 'Open'));
     }
+    if (name && st === 'stopped' && cfg.can.stopServers) {
+      buttons.push(el('button', { class: 'danger', data: { action: 'delete-server' }, title: 'Forget this named server', onclick: (ev) => deleteServer(ev.currentTarget, user.name, name) }, 'Delete'));
+    }
     return [
       el('td', {}, el('span', { class: `state ${st}` }, st), profile ? el('span', { class: 'muted profile' }, ` ${typeof profile === 'string' ? profile : JSON.stringify(profile)}`) : null),
       el('td', {}, server && server.last_activity ? ago(server.last_activity) : el('span', { class: 'muted' }, '—')),
@@ -266,6 +269,16 @@
       await api('DELETE', serverPath(user, name));
       say(`Stopping ${name ? `${user}/${name}` : `${user}'s server`}…`);
       polls = 0;
+      await loadUsers();
+    });
+  }
+
+  /** A stopped named server is kept (as the established hub keeps them) until it is deleted. */
+  async function deleteServer(button, user, name) {
+    if (!(await confirmAction('Delete server', `Delete server “${name}” of ${user}?`, 'Delete'))) return;
+    await act(button, async () => {
+      await api('DELETE', serverPath(user, name), { remove: true });
+      say(`Deleted server ${user}/${name}.`);
       await loadUsers();
     });
   }
