@@ -170,7 +170,8 @@
   let pollTimer = null;
   let lastTotal = 0;
 
-  async function loadUsers() {
+  /** `retry`: once, when the page asked for lies past the end (users deleted meanwhile), the last page is shown instead. */
+  async function loadUsers(retry = true) {
     const seq = ++loadSeq;
     clearTimeout(pollTimer);
     const q = new URLSearchParams({ offset: String(state.offset), limit: String(state.limit), include_stopped_servers: '1' });
@@ -186,11 +187,11 @@
     }
     if (seq !== loadSeq) return; // a newer search or page was asked for meanwhile
     const { items, _pagination: pg } = page;
-    if (!items.length && pg.total && state.offset >= pg.total) {
+    if (retry && !items.length && pg.total && state.offset >= pg.total) {
       // the page emptied (deletions, a narrower search): show the last one that has users
       state.offset = Math.max(0, Math.floor((pg.total - 1) / state.limit) * state.limit);
       writeUrl(false);
-      return loadUsers();
+      return loadUsers(false);
     }
     lastTotal = pg.total;
     for (const old of userTable.querySelectorAll('tbody')) old.remove();
@@ -206,7 +207,7 @@
       b.textContent = `${b.dataset.label}${on ? (state.sort.startsWith('-') ? ' ▼' : ' ▲') : ''}`;
     }
     const busy = items.some((u) => Object.values(u.servers || {}).some((s) => s.pending));
-    if (busy && polls++ < MAX_POLLS) pollTimer = setTimeout(loadUsers, 1000);
+    if (busy && polls++ < MAX_POLLS) pollTimer = setTimeout(() => void loadUsers(), 1000);
     else if (!busy) polls = 0;
   }
 
