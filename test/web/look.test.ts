@@ -3,7 +3,7 @@
 import test from 'ava';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startHub, type HubUnderTest } from '../harness.js';
+import { runHubCommand, startHub, type HubUnderTest } from '../harness.js';
 import { launchBrowser, login, newPage, screenshot, type Browser } from './browser.js';
 
 let hub: HubUnderTest;
@@ -64,4 +64,12 @@ test('look: a page of another origin cannot frame the hub', async (t) => {
   } finally {
     evil.close();
   }
+});
+
+test('look: Hub.extra_headers is validated: a bad header name or a value with a newline stops the hub, naming it', async (t) => {
+  const bad = await runHubCommand(['--Hub.extra_headers={"Bad Name":"x","X-Ok":"a\\nb","Set-Cookie":"a=b"}']);
+  t.is(bad.code, 2);
+  t.regex(bad.stderr, /Hub\.extra_headers: "Bad Name" is not a valid header name/);
+  t.regex(bad.stderr, /Hub\.extra_headers "X-Ok": the value must be one line/);
+  t.regex(bad.stderr, /Set-Cookie is set by the hub/);
 });
