@@ -3,7 +3,7 @@
 import test from 'ava';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startHub, type HubUnderTest } from '../harness.js';
+import { runHubCommand, startHub, type HubUnderTest } from '../harness.js';
 import { launchBrowser, login, newPage, screenshot, type Browser } from './browser.js';
 
 let hub: HubUnderTest;
@@ -11,7 +11,19 @@ let browser: Browser;
 
 test.before(async () => {
   [hub, browser] = await Promise.all([
-    startHub({ config: { Hub: { authenticator_class: 'dummy' }, DummyAuthenticator: { password: 'pw' }, Authenticator: { admin_users: ['boss'] } } }),
+    startHub({
+      config: {
+        Hub: {
+          authenticator_class: 'dummy',
+          services: [
+            { name: 'notes (beta)', url: 'http://127.0.0.1:9', api_token: 'svc-token-0123456789' },
+            { name: 'hidden', url: 'http://127.0.0.1:9', api_token: 'svc-token-9876543210', display: false },
+            { name: 'no-url', api_token: 'svc-token-5555555555' },
+          ],
+        },
+        DummyAuthenticator: { password: 'pw' }, Authenticator: { admin_users: ['boss'] },
+      },
+    }),
     launchBrowser(),
   ]);
 });
@@ -34,8 +46,20 @@ test('look: login and home share one stylesheet from the hub, nothing from elsew
   t.true(await page.isVisible('header.topbar a[href="/hub/admin"]'), 'an admin sees Admin');
   t.true(await page.isVisible('#logout'));
   await screenshot(page, 'home-admin');
+  // the Services menu lists services with a url and display true, linked to their prefix
+  await page.click('#services-menu summary');
+  const services = await page.$$eval('#services-menu a', (as) => as.map((a) => [a.textContent, a.getAttribute('href')]));
+  t.deepEqual(services, [['notes (beta)', '/services/notes%20%28beta%29/']]);
+  await page.goto(`${hub.url}/hub/spawn/boss`);
+  t.true(await page.isVisible('button[data-action=start]'));
+  await screenshot(page, 'spawn-form');
   t.deepEqual(outside, []);
   t.deepEqual(errors, []);
+  await page.click('#logout');
+  await page.waitForURL(/\/hub\/logout$/);
+  await screenshot(page, 'logout');
+  await page.goto(`${hub.url}/hub/home`);
+  t.is(new URL(page.url()).pathname, '/hub/login', 'signed out');
   await context.close();
 });
 
@@ -64,4 +88,12 @@ test('look: a page of another origin cannot frame the hub', async (t) => {
   } finally {
     evil.close();
   }
+});
+
+test('look: Hub.extra_headers is validated: a bad header name or a value with a newline stops the hub, naming it', async (t) => {
+  const bad = await runHubCommand(['--Hub.extra_headers={"Bad Name":"x","X-Ok":"a\\nb","Set-Cookie":"a=b"}']);
+  t.is(bad.code, 2);
+  t.regex(bad.stderr, /Hub\.extra_headers: "Bad Name" is not a valid header name/);
+  t.regex(bad.stderr, /Hub\.extra_headers "X-Ok": the value must be one line/);
+  t.regex(bad.stderr, /Set-Cookie is set by the hub/);
 });

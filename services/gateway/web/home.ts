@@ -139,7 +139,8 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
     const last = r.progress[r.progress.length - 1];
     const what = name ? `server ${escapeHtml(name)}` : 'your server';
     const mayStop = hasScope(id.scopes, 'delete:servers', resource);
-    const log = r.progress.map((e) => `<li>${escapeHtml(e.message)}</li>`).join('');
+    // while starting, the stream replays every message from the first: the list starts empty
+    const log = failed ? r.progress.map((e) => `<li>${escapeHtml(e.message)}</li>`).join('') : '';
     return `<p id="spawn-status">${failed ? `Starting ${what} failed.` : `Starting ${what}${user !== id.owner.name ? ` of ${escapeHtml(user)}` : ''}…`}</p>
 <div id="progress" class="progress ${failed ? 'failed' : 'indeterminate'}" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${last?.progress ?? 0}"><div class="bar"></div></div>
 <p id="progress-message">${escapeHtml(last?.message ?? 'Waiting for the spawner…')}</p>

@@ -49,6 +49,8 @@
       bar.classList.add('failed');
       bar.firstElementChild.style.width = '100%';
       status.textContent = 'The server could not start.';
+      document.querySelector('main h1').textContent = document.title = 'Start failed';
+      message.classList.add('hidden');
       document.getElementById('failure-message').textContent = e.message || 'The start failed.';
       failedBox.classList.remove('hidden');
       running.classList.add('hidden');
