@@ -38,6 +38,7 @@ await runActor('gateway', async (ctx) => {
   const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
   const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
   const oauth = createGrpcClient('oauth', grpcSocketPath(dataDir, 'oauth'), ctx.rpcTimeoutMs);
+  const proxyRouter = createGrpcClient('proxy-router', grpcSocketPath(dataDir, 'proxy-router'), ctx.rpcTimeoutMs);
   const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
@@ -63,7 +64,7 @@ await runActor('gateway', async (ctx) => {
 
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
-    config: ctx.config, auth, tokens, users, identities, spawner, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
+    config: ctx.config, auth, tokens, users, identities, spawner, proxyRouter, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
   };
   const api = createApi(apiDeps);
@@ -88,6 +89,7 @@ await runActor('gateway', async (ctx) => {
       tokens.close();
       spawner.close();
       oauth.close();
+      proxyRouter.close();
       servers.stop();
     },
   };

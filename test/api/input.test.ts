@@ -232,3 +232,12 @@ test.serial('services: offset and limit page the object of services, with the en
   t.is(last._pagination.next, null);
   refused(t, await api('GET', '/services?limit=x', { token: ADMIN }), 400, /offset and limit must be integers/);
 });
+
+test.serial('pagination: an offset past what int32 holds is an empty page, not one wrapped around to the start', async (t) => {
+  for (const path of ['/users', '/groups', '/proxy', '/services']) {
+    const r = await api('GET', `${path}?offset=4294967297&limit=1`, { token: ADMIN, headers: PAGED });
+    t.is(r.status, 200, path);
+    t.deepEqual(Object.keys(r.body.items), [], path);
+    t.is(r.body._pagination.next, null, path);
+  }
+});

@@ -19,6 +19,8 @@ export interface ApiDeps {
   /** forgotten at once by the gateway that made a change; other gateways learn it from the event */
   identities: IdentityCache;
   spawner: GrpcClient;
+  /** GET/POST/PATCH /hub/api/proxy: the routing table and its reconciliation */
+  proxyRouter: GrpcClient;
   /** the spawner's registry, as this gateway last heard it */
   servers: ServerMirror;
   /** browser logins (the `hub-hub-login` cookie) */

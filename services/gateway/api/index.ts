@@ -8,7 +8,7 @@ import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
-import { apiSegments, authorize, compileRoutes, findRoute } from './router.js';
+import { apiSegments, authorize, compileRoutes, findRoute, type Route } from './router.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 
@@ -22,10 +22,15 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
   return query.get('token');
 }
 
+/** Every /hub/api route (the fuzz test drives each one it lists). */
+export function apiRoutes(deps: ApiDeps): Route[] {
+  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)];
+}
+
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
   const maxJsonDepth = deps.config.Hub.max_json_depth;
-  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)]);
+  const routes = compileRoutes(apiRoutes(deps));
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);

@@ -8,6 +8,8 @@ const ESTABLISHED_MEDIA_TYPE = 'application/jupyterhub-pagination+json';
 
 export interface Page { offset: number; limit: number; envelope: boolean }
 
+const MAX_OFFSET = 2 ** 31 - 1;
+
 export function wantsEnvelope(info: RequestInfo): boolean {
   return (info.headers.accept ?? '').split(',').some((t) => {
     const type = t.trim().toLowerCase();
@@ -25,7 +27,8 @@ function integerParam(query: URLSearchParams, key: string): number | undefined {
 /** Without the envelope the default page is the maximum, so old clients still get up to that many. */
 export function parsePage(info: RequestInfo, query: URLSearchParams, defaultLimit: number, maxLimit: number): Page {
   const envelope = wantsEnvelope(info);
-  const offset = integerParam(query, 'offset') ?? 0;
+  // offsets travel as int32 to the actors: past that no list has items, and a larger one would wrap around
+  const offset = Math.min(integerParam(query, 'offset') ?? 0, MAX_OFFSET);
   const asked = integerParam(query, 'limit');
   const limit = Math.max(1, Math.min(maxLimit, asked ?? (envelope ? defaultLimit : maxLimit)));
   return { offset, limit, envelope };

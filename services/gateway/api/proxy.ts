@@ -1,8 +1,6 @@
 // /hub/api/proxy (reference §2.9): the routing table as the proxy-router keeps it, and a way to make
 // it reconcile now. The hub's proxy is built in, so PATCH cannot point it somewhere else.
 import { errors } from '../../../shared/errors.js';
-import { createGrpcClient } from '../../../shared/grpc.js';
-import { grpcSocketPath } from '../../../shared/paths.js';
 import { isPlainObject, jsonBody, type ApiDeps } from './deps.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
@@ -10,8 +8,7 @@ import type { ApiRequest, Route } from './router.js';
 interface RouteMessage { routespec: string; target: string; data_json: string }
 
 export function proxyRoutes(deps: ApiDeps): Route[] {
-  const { config } = deps;
-  const router = createGrpcClient('proxy-router', grpcSocketPath(config.Hub.data_dir, 'proxy-router'), config.Hub.rpc_timeout * 1000);
+  const { config, proxyRouter: router } = deps;
 
   async function reconcile(req: ApiRequest): Promise<void> {
     await router.call('Reconcile', { by: req.who });
