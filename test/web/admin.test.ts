@@ -80,7 +80,19 @@ test.serial('admin: the page lists 10,000 users a page at a time; search and pag
   await page.fill('#user-search', 'nobody-has-this-name');
   await page.waitForSelector('text=No user\'s name contains');
   t.log(`next page ${pageMs} ms, search ${searchMs} ms (typing delay 200 ms included)`);
-  t.true(pageMs < 3000 && searchMs < 3000, `page ${pageMs} ms, search ${searchMs} ms`);
+  // generous bounds for a shared 2-core machine; the table holds one page (asserted above)
+  t.true(pageMs < 5000 && searchMs < 5000, `page ${pageMs} ms, search ${searchMs} ms`);
+  // what the page asks of the API: a sorted, searched page deep into 10,000 users (median of 9)
+  const times: number[] = [];
+  for (let i = 0; i < 9; i++) {
+    const t0 = performance.now();
+    const r = await api('GET', `/users?name_filter=user0&sort=-name&offset=${4000 + i * 50}&limit=50`, { token: ADMIN_TOKEN, headers: { accept: 'application/hub-pagination+json' } });
+    times.push(performance.now() - t0);
+    t.is(r.body.items.length, 50);
+  }
+  const median = times.sort((a, b) => a - b)[4];
+  t.log(`API: searched, sorted page at offset 4,000+ of 10,000 users: median ${median.toFixed(1)} ms`);
+  t.true(median < 1000, `${median} ms`);
   // a reload shows the same search
   await searchFor('user0998');
   await page.reload();
