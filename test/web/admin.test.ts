@@ -181,11 +181,12 @@ test.serial('admin: stop all stops every running server', async (t) => {
   await page.click('#stop-all');
   await page.click('dialog button[data-action=confirm]');
   await page.waitForSelector('#admin-status.ok >> text=Stopping 2 servers');
+  let active: string[] = [];
   await waitFor('no active users', async () => {
-    const r = await api('GET', '/users?state=active', { token: ADMIN_TOKEN });
-    return r.body.length === 0 ? true : undefined;
-  }, 30_000);
-  t.pass();
+    active = (await api('GET', '/users?state=active', { token: ADMIN_TOKEN })).body.map((u: { name: string }) => u.name);
+    return active.length === 0 ? true : undefined;
+  }, 60_000).catch((e) => { throw new Error(`${e.message}; still active: ${active.join(', ')}`); });
+  t.deepEqual(active, []);
 });
 
 test.serial('admin: add several users, rename one, make one admin, delete one', async (t) => {
