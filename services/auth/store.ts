@@ -69,6 +69,9 @@ export interface UserListQuery {
 
 const placeholders = (n: number) => Array(n).fill('?').join(',');
 
+/** What a transaction changes in memory, applied when it commits: users added, other index changes, groups counted. */
+interface Staged { added: { id: number; name: string }[]; index: (() => void)[]; groups: number }
+
 export class AuthStore {
   /**
    * Every user in id, name and activity order (see user-index.ts), so a page at any offset is a slice, never
@@ -76,7 +79,7 @@ export class AuthStore {
    */
   private readonly index = new UserIndex();
   private groupCount = 0;
-  private staged: { index: (() => void)[]; groups: number } | null = null;
+  private staged: Staged | null = null;
 
   private constructor(private readonly db: Store) {}
 
@@ -92,21 +95,22 @@ export class AuthStore {
   }
 
   async transaction<T>(work: () => Promise<T>): Promise<T> {
-    let staged = { index: [] as (() => void)[], groups: 0 };
+    let staged: Staged = { added: [], index: [], groups: 0 };
     const result = await this.db.transaction(async () => {
-      staged = this.staged = { index: [], groups: 0 };
+      staged = this.staged = { added: [], index: [], groups: 0 };
       try {
         return await work();
       } finally {
         this.staged = null;
       }
     });
+    this.index.add(staged.added);
     for (const apply of staged.index) apply();
     this.groupCount += staged.groups;
     return result;
   }
 
-  private stage(): { index: (() => void)[]; groups: number } {
+  private stage(): Staged {
     if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
     return this.staged;
   }
@@ -184,7 +188,7 @@ export class AuthStore {
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
     const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    staged.index.push(() => this.index.add(lastID, name));
+    staged.added.push({ id: lastID, name });
   }
 
   /** Many new users in a few multi-row INSERTs (a bulk create of thousands: one statement per 500, not per user). */
@@ -195,7 +199,7 @@ export class AuthStore {
       const rows = await this.db.all<{ id: number; name: string }>(
         `INSERT INTO users (name, admin, created) VALUES ${chunk.map(() => '(?, ?, ?)').join(',')} RETURNING id, name`,
         chunk.flatMap((n) => [n, admin ? 1 : 0, created]));
-      staged.index.push(() => { for (const r of rows) this.index.add(r.id, r.name); });
+      staged.added.push(...rows);
     }
   }
 

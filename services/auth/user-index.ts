@@ -80,11 +80,20 @@ export class UserIndex {
     this.version++;
   }
 
-  add(id: number, name: string): void {
-    if (this.entries.has(id)) return;
-    this.entries.set(id, { name, lower: name.toLowerCase(), activity: '' });
-    for (const key of SORT_KEYS) this.insert(key, id);
-    this.version++;
+  /** New users (never active). A large batch is appended and sorted once rather than spliced in one by one. */
+  add(users: { id: number; name: string }[]): void {
+    const fresh = users.filter((u) => !this.entries.has(u.id));
+    for (const u of fresh) this.entries.set(u.id, { name: u.name, lower: u.name.toLowerCase(), activity: '' });
+    for (const key of SORT_KEYS) {
+      if (fresh.length <= 32) {
+        for (const u of fresh) this.insert(key, u.id);
+      } else {
+        const list = this.order(key);
+        list.push(...fresh.map((u) => u.id));
+        list.sort(this.cmp[key]);
+      }
+    }
+    if (fresh.length) this.version++;
   }
 
   remove(id: number): void {

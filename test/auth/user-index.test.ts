@@ -1,0 +1,69 @@
+// The auth store's in-memory orders of users (id, name, last activity) against the obvious sort of a plain
+// list, over random sequences of additions (one by one and in bulk), removals, renames and activity.
+import test from 'ava';
+import fc from 'fast-check';
+import { SORT_KEYS, type UserSort } from '../../shared/lists.js';
+import { UserIndex } from '../../services/auth/user-index.js';
+
+type Op =
+  | { op: 'add'; names: string[] }
+  | { op: 'remove'; pick: number }
+  | { op: 'rename'; pick: number; name: string }
+  | { op: 'touch'; pick: number; at: number };
+
+const name = fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 4 });
+const op: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ op: fc.constant('add' as const), names: fc.array(name, { minLength: 1, maxLength: 40 }) }),
+  fc.record({ op: fc.constant('remove' as const), pick: fc.nat() }),
+  fc.record({ op: fc.constant('rename' as const), pick: fc.nat(), name }),
+  fc.record({ op: fc.constant('touch' as const), pick: fc.nat(), at: fc.integer({ min: 0, max: 50 }) }),
+);
+
+function expected(users: Map<number, { name: string; activity: string }>, sort: UserSort): number[] {
+  const key = (id: number) => (sort.key === 'id' ? '' : sort.key === 'name' ? users.get(id)!.name : users.get(id)!.activity);
+  const ids = [...users.keys()].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a - b));
+  return sort.desc ? ids.reverse() : ids;
+}
+
+test('user index: every order, page and name search matches a plain sort after any sequence of changes', (t) => {
+  fc.assert(fc.property(fc.array(op, { maxLength: 60 }), fc.nat({ max: 30 }), fc.integer({ min: 1, max: 20 }), name, (ops, offset, limit, search) => {
+    const index = new UserIndex();
+    const model = new Map<number, { name: string; activity: string }>();
+    let nextId = 1;
+    for (const o of ops) {
+      const ids = [...model.keys()];
+      const target = ids.length ? ids[('pick' in o ? o.pick : 0) % ids.length] : undefined;
+      if (o.op === 'add') {
+        const batch = o.names.map((n) => ({ id: nextId++, name: n }));
+        index.add(batch);
+        for (const u of batch) model.set(u.id, { name: u.name, activity: '' });
+      } else if (target === undefined) continue;
+      else if (o.op === 'remove') {
+        index.remove(target);
+        model.delete(target);
+      } else if (o.op === 'rename') {
+        index.rename(target, o.name);
+        model.get(target)!.name = o.name;
+      } else {
+        const at = new Date(Date.UTC(2026, 0, 1, 0, o.at)).toISOString();
+        index.touch(target, at);
+        if (at > model.get(target)!.activity) model.get(target)!.activity = at;
+      }
+      index.matching(search, { key: 'name', desc: false }); // a cached search must not outlive a change
+    }
+    t.is(index.size, model.size);
+    for (const key of SORT_KEYS) {
+      for (const desc of [false, true]) {
+        const all = expected(model, { key, desc });
+        const page = index.page({ key, desc }, offset, limit);
+        if (JSON.stringify(page) !== JSON.stringify(all.slice(offset, offset + limit))) return false;
+        const found = all.filter((id) => model.get(id)!.name.toLowerCase().includes(search.toLowerCase()));
+        if (JSON.stringify(index.matching(search.toUpperCase(), { key, desc })) !== JSON.stringify(found)) return false;
+        const some = all.filter((id) => id % 2 === 0);
+        if (JSON.stringify(index.sort([...some].reverse(), { key, desc })) !== JSON.stringify(some)) return false;
+      }
+    }
+    return true;
+  }), { seed: 16, numRuns: 300 });
+  t.pass();
+});
