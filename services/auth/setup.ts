@@ -38,7 +38,8 @@ export async function createFirstAdminSetup({ config, store, audit, log, ensureU
     const chars = Array.from({ length: GROUPS * GROUP_LENGTH }, () => ALPHABET[randomInt(ALPHABET.length)]).join('');
     const code = chars.match(new RegExp(`.{${GROUP_LENGTH}}`, 'g'))!.join('-');
     hash = digest(code);
-    process.send?.({ event: SETUP_CODE_MESSAGE, code } satisfies SetupCodeMessage);
+    // a callback, so a supervisor already gone is not an uncaught 'error' event
+    process.send?.({ event: SETUP_CODE_MESSAGE, code } satisfies SetupCodeMessage, undefined, {}, () => undefined);
     log.info({ event: 'setup.open' }, 'no admin yet: first-admin set-up is open (the supervisor prints its code)');
   }
 

@@ -25,7 +25,8 @@ export async function launchBrowser(): Promise<Browser> {
 /** A fresh context (no cookies) and a page in it; script errors and failed loads (status ≥ 400) are collected so a test can assert there were none. */
 export async function newPage(browser: Browser): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
   const context = await browser.newContext({ viewport: { width: 1100, height: 760 } });
-  context.setDefaultTimeout(15_000);
+  // generous: the machine running the tests may be shared and loaded
+  context.setDefaultTimeout(30_000);
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(String(e)));

@@ -132,7 +132,7 @@ test('pages: a token is requested, shown once, listed, works with the API, is re
 });
 
 for (const name of ["o'brien", 'a(b)', '<img src=x>', 'émile']) {
-  test(`pages: ${name} logs in, starts, opens and stops a server`, async (t) => {
+  test.serial(`pages: ${name} logs in, starts, opens and stops a server`, async (t) => {
     const { context, page, errors } = await newPage(browser);
     await page.addInitScript(() => { (window as unknown as { pwned: boolean }).pwned = false; });
     await login(page, hub.url, name, 'pw');
