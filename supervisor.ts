@@ -12,6 +12,7 @@ import { isAlive, processesFile, processStart, readProcesses, type ProcessesReco
 import { newToken } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
+import { announceReady } from './shared/ready-line.js';
 import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -184,7 +185,7 @@ async function start(config: HubConfig): Promise<void> {
     for (const child of children) child.send(m);
     setTimeout(() => void stopAll('api'), SHUTDOWN_GRACE_MS);
   };
-  for (const child of children) child.onMessage = onShutdownRequest;
+  for (const child of children) child.onMessage(onShutdownRequest);
 
   const t0 = Date.now();
   const [first, ...rest] = children;
@@ -197,6 +198,8 @@ async function start(config: HubConfig): Promise<void> {
   // Actors start together: each waits for what it needs, so start-up costs one actor's boot, not six.
   for (const child of rest) child.start();
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}` }, 'hub starting');
+  // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts
+  void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
 }
 
 

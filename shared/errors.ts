@@ -29,6 +29,7 @@ export const CATALOGUE = {
   HUB_ERR_AUTH_FORBIDDEN: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Permission denied' },
   HUB_ERR_AUTH_MISSING: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Missing or invalid credentials' },
   HUB_ERR_LOGIN_EXPIRED: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'The login has expired' },
+  HUB_ERR_SETUP_CODE: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'The set-up code is not right' },
   HUB_ERR_XSRF: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'XSRF check failed' },
   HUB_ERR_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
   HUB_ERR_NO_ACCESS: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },

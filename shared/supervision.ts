@@ -44,8 +44,7 @@ export class SupervisedChild {
   private restartTimer: NodeJS.Timeout | null = null;
   private stopping = false;
   failed = false;
-  /** messages the child sends over its IPC channel (Node children only) */
-  onMessage?: (message: unknown) => void;
+  private readonly messageListeners: ((message: unknown) => void)[] = [];
 
   constructor(
     readonly spec: ChildSpec,
@@ -53,6 +52,11 @@ export class SupervisedChild {
     private readonly log: Logger,
     private readonly onChange: () => void,
   ) {}
+
+  /** Hears the messages the child sends over its IPC channel (Node children only); may be added after start. */
+  onMessage(listener: (message: unknown) => void): void {
+    this.messageListeners.push(listener);
+  }
 
   get pid(): number | undefined {
     return this.proc?.pid;
@@ -67,7 +71,7 @@ export class SupervisedChild {
     this.startedAt = Date.now();
     proc.on('error', (err) => this.log.error({ event: 'child.spawn_error', child: this.spec.id, err: err.message }, 'could not start child'));
     proc.on('exit', (code, signal) => this.exited(proc, code, signal));
-    if (this.spec.ipc) proc.on('message', (m) => this.onMessage?.(m));
+    if (this.spec.ipc) proc.on('message', (m) => { for (const listener of this.messageListeners) listener(m); });
     this.log.info({ event: 'child.started', child: this.spec.id, pid: proc.pid }, `started ${this.spec.id}`);
     this.onChange();
   }

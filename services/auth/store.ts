@@ -56,6 +56,17 @@ export interface GroupRow { id: number; name: string; properties: string }
 /** Restricts a list to named users and members of named groups (a caller with filtered list scopes). */
 export interface Restriction { names: string[]; groups: string[] }
 
+/** What a list of users is narrowed by (all parts optional, combined with AND) and its order. */
+export interface UserListQuery {
+  /** named users and members of named groups (a caller with filtered list scopes) */
+  only?: Restriction;
+  /** names left out (a small set, e.g. users with servers) */
+  exclude?: string[];
+  sort?: UserSort;
+  /** case-insensitive substring of the name (the API's `name_filter`) */
+  nameFilter?: string;
+}
+
 const placeholders = (n: number) => Array(n).fill('?').join(',');
 
 /** What a transaction changes in memory, applied when it commits: users added, other index changes, groups counted. */
@@ -116,13 +127,17 @@ export class AuthStore {
   }
 
   /**
-   * A page of users in `sort` order. `only`: named users and members of named groups; `exclude`: names left
-   * out (a small set, e.g. users with servers). Unfiltered pages are slices of the in-memory index.
+   * A page of users in `sort` order (see UserListQuery). Pages without `only`/`exclude` are slices of the
+   * in-memory index (or of its cached search): O(limit) at any offset.
    */
-  async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = [], sort: UserSort = { key: 'id', desc: false }): Promise<{ rows: UserRow[]; total: number }> {
-    if (!only && !exclude.length) return { rows: await this.usersByIds(this.index.page(sort, offset, limit)), total: this.index.size };
+  async listUsers(offset: number, limit: number, { only, exclude = [], sort = { key: 'id', desc: false }, nameFilter = '' }: UserListQuery = {}): Promise<{ rows: UserRow[]; total: number }> {
+    if (!only && !exclude.length) {
+      if (!nameFilter) return { rows: await this.usersByIds(this.index.page(sort, offset, limit)), total: this.index.size };
+      const ids = this.index.matching(nameFilter, sort);
+      return { rows: await this.usersByIds(ids.slice(offset, offset + limit)), total: ids.length };
+    }
     const conditions: string[] = [];
-    const params: string[] = [];
+    const params: (string | number)[] = [];
     if (only) {
       conditions.push(`(name IN (${placeholders(only.names.length)}) OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE g.name IN (${placeholders(only.groups.length)})))`);
       params.push(...only.names, ...only.groups);
@@ -130,6 +145,11 @@ export class AuthStore {
     if (exclude.length) {
       conditions.push(`name NOT IN (${placeholders(exclude.length)})`);
       params.push(...exclude);
+    }
+    if (nameFilter) {
+      // SQLite's lower() folds ASCII only ('ÉMILE' must find 'émile'): the index matches, SQL gets one JSON array
+      conditions.push('id IN (SELECT value FROM json_each(?))');
+      params.push(JSON.stringify(this.index.matching(nameFilter, { key: 'id', desc: false })));
     }
     const where = conditions.join(' AND ');
     if (sort.key === 'id') {
@@ -169,6 +189,18 @@ export class AuthStore {
     const staged = this.stage();
     const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
     staged.added.push({ id: lastID, name });
+  }
+
+  /** Many new users in a few multi-row INSERTs (a bulk create of thousands: one statement per 500, not per user). */
+  async insertUsers(names: string[], admin: boolean, created: string): Promise<void> {
+    const staged = this.stage();
+    for (let i = 0; i < names.length; i += 500) {
+      const chunk = names.slice(i, i + 500);
+      const rows = await this.db.all<{ id: number; name: string }>(
+        `INSERT INTO users (name, admin, created) VALUES ${chunk.map(() => '(?, ?, ?)').join(',')} RETURNING id, name`,
+        chunk.flatMap((n) => [n, admin ? 1 : 0, created]));
+      staged.added.push(...rows);
+    }
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
@@ -246,6 +278,10 @@ export class AuthStore {
   }
 
   // ---- passwords, sessions, login failures ----
+
+  async adminCount(): Promise<number> {
+    return ((await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM users WHERE admin = 1'))?.n) ?? 0;
+  }
 
   async passwordOf(name: string): Promise<string | undefined> {
     return (await this.db.get<{ hashed: string }>('SELECT p.hashed FROM passwords p JOIN users u ON u.id = p.user_id WHERE u.name = ?', [name]))?.hashed;

@@ -1,9 +1,14 @@
 // Every user id in three orders (id, name, last activity), kept in memory by the auth store so that a page
 // of `GET /hub/api/users?sort=…` at any offset is a slice of ids (O(limit)), never an OFFSET scan. Updates
-// are a binary search plus an array splice (a memmove: tens of µs at 100,000 users).
+// are a binary search plus an array splice (a memmove: tens of µs at 100,000 users). Name searches
+// (`name_filter`) are answered here too: one pass over the lower-cased names in the asked order, kept
+// until the index changes, so the next pages of one search are slices as well.
 import { SORT_KEYS, type SortKey, type UserSort } from '../../shared/lists.js';
 
-interface Entry { name: string; activity: string }
+interface Entry { name: string; lower: string; activity: string }
+
+/** How many searches keep their matching ids (per order) between pages. */
+const SEARCH_CACHE_SIZE = 32;
 
 export class UserIndex {
   private readonly entries = new Map<number, Entry>();
@@ -11,6 +16,9 @@ export class UserIndex {
   private readonly byName: number[] = [];
   /** ascending by (last_activity, id), never-active users ('') first: descending is this reversed, nulls last */
   private readonly byActivity: number[] = [];
+  /** bumped on every change; a cached search of an older version is stale */
+  private version = 0;
+  private readonly searches = new Map<string, { version: number; ids: number[] }>();
 
   private readonly cmp: Record<SortKey, (a: number, b: number) => number> = {
     id: (a, b) => a - b,
@@ -61,7 +69,7 @@ export class UserIndex {
   /** Loads many users at once (at start): one sort per order instead of an insert each. */
   load(rows: { id: number; name: string; last_activity: string | null }[]): void {
     for (const r of rows) {
-      this.entries.set(r.id, { name: r.name, activity: r.last_activity ?? '' });
+      this.entries.set(r.id, { name: r.name, lower: r.name.toLowerCase(), activity: r.last_activity ?? '' });
       this.byId.push(r.id);
     }
     this.byId.sort(this.cmp.id);
@@ -69,12 +77,13 @@ export class UserIndex {
     this.byName.sort(this.cmp.name);
     this.byActivity.push(...this.byId);
     this.byActivity.sort(this.cmp.last_activity);
+    this.version++;
   }
 
   /** New users (never active). A large batch is appended and sorted once rather than spliced in one by one. */
   add(users: { id: number; name: string }[]): void {
     const fresh = users.filter((u) => !this.entries.has(u.id));
-    for (const u of fresh) this.entries.set(u.id, { name: u.name, activity: '' });
+    for (const u of fresh) this.entries.set(u.id, { name: u.name, lower: u.name.toLowerCase(), activity: '' });
     for (const key of SORT_KEYS) {
       if (fresh.length <= 32) {
         for (const u of fresh) this.insert(key, u.id);
@@ -84,12 +93,14 @@ export class UserIndex {
         list.sort(this.cmp[key]);
       }
     }
+    if (fresh.length) this.version++;
   }
 
   remove(id: number): void {
     if (!this.entries.has(id)) return;
     for (const key of SORT_KEYS) this.unlink(key, id);
     this.entries.delete(id);
+    this.version++;
   }
 
   rename(id: number, name: string): void {
@@ -97,7 +108,9 @@ export class UserIndex {
     if (!e || e.name === name) return;
     this.unlink('name', id);
     e.name = name;
+    e.lower = name.toLowerCase();
     this.insert('name', id);
+    this.version++;
   }
 
   /** Activity only moves forward (ISO times in one format compare as strings). */
@@ -107,6 +120,7 @@ export class UserIndex {
     this.unlink('last_activity', id);
     e.activity = activity;
     this.insert('last_activity', id);
+    this.version++;
   }
 
   /** Ids of one page of all users. */
@@ -122,5 +136,26 @@ export class UserIndex {
   sort(ids: number[], sort: UserSort): number[] {
     const known = ids.filter((id) => this.entries.has(id)).sort(this.cmp[sort.key]);
     return sort.desc ? known.reverse() : known;
+  }
+
+  /**
+   * Ids of the users whose name contains `search` (any case), in `sort` order: one pass over the names
+   * (~1 ms per 100,000 users) for a new search, then a cached list until the index changes.
+   */
+  matching(search: string, sort: UserSort): number[] {
+    const needle = search.toLowerCase();
+    const cacheKey = `${sort.key}${sort.desc ? '-' : '+'}${needle}`;
+    const hit = this.searches.get(cacheKey);
+    this.searches.delete(cacheKey); // re-inserted last: the oldest search is the first key
+    if (hit && hit.version === this.version) {
+      this.searches.set(cacheKey, hit);
+      return hit.ids;
+    }
+    const ids: number[] = [];
+    for (const id of this.order(sort.key)) if (this.entries.get(id)!.lower.includes(needle)) ids.push(id);
+    if (sort.desc) ids.reverse();
+    this.searches.set(cacheKey, { version: this.version, ids });
+    if (this.searches.size > SEARCH_CACHE_SIZE) this.searches.delete(this.searches.keys().next().value!);
+    return ids;
   }
 }

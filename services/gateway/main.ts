@@ -13,6 +13,7 @@ import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { createServerMirror } from './servers.js';
 import { createTokenActivity } from './token-activity.js';
+import { adminRoutes } from './web/admin.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
 import { createPages } from './web/pages.js';
@@ -66,7 +67,8 @@ await runActor('gateway', async (ctx) => {
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
   };
   const api = createApi(apiDeps);
-  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
+  const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
+    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api, pages, proxy });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>

@@ -60,6 +60,36 @@ test.serial('users: a walk over 1,000 users by next.url visits each exactly once
   t.is(plain.body.length, 200);
 });
 
+test.serial('users: name_filter finds names by a case-insensitive substring, pages the matches, follows renames', async (t) => {
+  const list = async (q: string) => {
+    const r = await api('GET', `/users?${q}`, { token: ADMIN, headers: PAGED });
+    t.is(r.status, 200, q);
+    return { names: r.body.items.map((u: { name: string }) => u.name) as string[], total: r.body._pagination.total as number, next: r.body._pagination.next };
+  };
+  t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['émile-filter', "o'brien-filter"] } })).status, 201);
+  const hundred = await list('name_filter=walker00&limit=30');
+  t.is(hundred.total, 100);
+  t.deepEqual(hundred.names, Array.from({ length: 30 }, (_, i) => `walker${String(i).padStart(4, '0')}`));
+  t.true(hundred.next.url.includes('name_filter=walker00'));
+  const last = await list('name_filter=WALKER00&offset=90&limit=30');
+  t.deepEqual(last.names, Array.from({ length: 10 }, (_, i) => `walker00${90 + i}`));
+  t.is(last.next, null);
+  t.deepEqual((await list(`name_filter=${encodeURIComponent('ÉMILE')}`)).names, ['émile-filter']);
+  t.deepEqual((await list(`name_filter=${encodeURIComponent("o'b")}`)).names, ["o'brien-filter"]);
+  t.deepEqual((await list('name_filter=%25')).names, [], '% is a character, not a wildcard');
+  // with the state filter the match goes through SQL (inactive: nobody here has a server)
+  const inactive = await list('name_filter=walker099&state=inactive');
+  t.is(inactive.total, 10);
+  // a rename and a delete show up in the next search (the cached match is dropped)
+  t.is((await api('PATCH', '/users/walker0991', { token: ADMIN, body: { name: 'renamed-walker' } })).status, 200);
+  t.is((await api('DELETE', '/users/walker0992', { token: ADMIN })).status, 204);
+  const after = await list('name_filter=walker099');
+  t.is(after.total, 8);
+  t.false(after.names.includes('walker0991'));
+  t.deepEqual((await list('name_filter=renamed-walk')).names, ['renamed-walker']);
+  t.deepEqual((await list('name_filter=')).total, (await list('')).total, 'an empty filter is no filter');
+});
+
 test.serial('users: nonsense offset and limit are 400, never 500; limits are clamped', async (t) => {
   for (const q of ['offset=abc', 'limit=1.5', 'limit=ten', 'offset=1e3']) {
     const r = await api('GET', `/users?${q}`, { token: ADMIN, headers: PAGED });

@@ -25,8 +25,8 @@ function expected(users: Map<number, { name: string; activity: string }>, sort: 
   return sort.desc ? ids.reverse() : ids;
 }
 
-test('user index: every order and page matches a plain sort after any sequence of changes', (t) => {
-  fc.assert(fc.property(fc.array(op, { maxLength: 60 }), fc.nat({ max: 30 }), fc.integer({ min: 1, max: 20 }), (ops, offset, limit) => {
+test('user index: every order, page and name search matches a plain sort after any sequence of changes', (t) => {
+  fc.assert(fc.property(fc.array(op, { maxLength: 60 }), fc.nat({ max: 30 }), fc.integer({ min: 1, max: 20 }), name, (ops, offset, limit, search) => {
     const index = new UserIndex();
     const model = new Map<number, { name: string; activity: string }>();
     let nextId = 1;
@@ -49,6 +49,7 @@ test('user index: every order and page matches a plain sort after any sequence o
         index.touch(target, at);
         if (at > model.get(target)!.activity) model.get(target)!.activity = at;
       }
+      index.matching(search, { key: 'name', desc: false }); // a cached search must not outlive a change
     }
     t.is(index.size, model.size);
     for (const key of SORT_KEYS) {
@@ -56,6 +57,8 @@ test('user index: every order and page matches a plain sort after any sequence o
         const all = expected(model, { key, desc });
         const page = index.page({ key, desc }, offset, limit);
         if (JSON.stringify(page) !== JSON.stringify(all.slice(offset, offset + limit))) return false;
+        const found = all.filter((id) => model.get(id)!.name.toLowerCase().includes(search.toLowerCase()));
+        if (JSON.stringify(index.matching(search.toUpperCase(), { key, desc })) !== JSON.stringify(found)) return false;
         const some = all.filter((id) => id % 2 === 0);
         if (JSON.stringify(index.sort([...some].reverse(), { key, desc })) !== JSON.stringify(some)) return false;
       }

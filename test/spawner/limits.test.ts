@@ -58,7 +58,8 @@ test.serial('singleuser: the default server serves its owner and those granted a
     const rec = (await serverRecord(hub.natsUrl, 'owner'))!;
     const base = `${rec.target}/user/owner/`;
     t.is((await fetch(`${base}api`)).status, 200);
-    t.is((await fetch(base)).status, 403, 'no credentials');
+    t.is((await fetch(base, { redirect: 'manual' })).status, 302, 'no credentials: a page goes to the hub login');
+    t.is((await fetch(`${base}api/status`)).status, 403, 'no credentials: the API is refused');
     t.is((await fetch(base, { headers: { authorization: `token ${strangerToken}` } })).status, 403, 'another user');
     const own = await fetch(`${base}api/status`, { headers: { authorization: `token ${ownerToken}` } });
     t.is(own.status, 200);

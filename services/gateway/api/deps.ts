@@ -3,7 +3,7 @@ import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import type { AuthClient, ProxyRouterClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
-import type { Resource } from '../../../shared/scopes.js';
+import { expandScopes, type Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
 import type { ServerMirror } from '../servers.js';
 import type { TokenActivity } from '../token-activity.js';
@@ -60,3 +60,13 @@ export function userResource(deps: ApiDeps) {
 
 export const groupResource = (params: Record<string, string>): Resource => ({ kind: 'group', name: params.name });
 export const serviceResource = (params: Record<string, string>): Resource => ({ kind: 'service', name: params.name });
+
+const adminScopesOf = new WeakMap<Map<string, ConfiguredRole>, Set<string>>();
+
+/** Holds every scope the admin role gives: only such a requester may make (or change) an admin. */
+export function holdsAdminScopes(held: ReadonlySet<string>, book: Map<string, ConfiguredRole>): boolean {
+  let admin = adminScopesOf.get(book);
+  if (!admin) adminScopesOf.set(book, (admin = expandScopes(book.get('admin')!.scopes)));
+  for (const s of admin) if (!held.has(s)) return false;
+  return true;
+}

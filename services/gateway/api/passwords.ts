@@ -1,13 +1,11 @@
 // /hub/api/users/<name>/password: an admin sets a user's password (the "password" authenticator's).
 // The auth actor hashes it (scrypt) and enforces PasswordAuthenticator.min_password_length.
 import { errors } from '../../../shared/errors.js';
-import { expandScopes } from '../../../shared/scopes.js';
-import { isPlainObject, jsonBody, onlyKeys, userResource, type ApiDeps } from './deps.js';
+import { holdsAdminScopes, isPlainObject, jsonBody, onlyKeys, userResource, type ApiDeps } from './deps.js';
 import type { Route } from './router.js';
 
 export function passwordRoutes(deps: ApiDeps): Route[] {
   const { auth, users, book } = deps;
-  const adminScopes = expandScopes(book.get('admin')!.scopes);
 
   return [
     {
@@ -19,7 +17,7 @@ export function passwordRoutes(deps: ApiDeps): Route[] {
         if (typeof body.password !== 'string') throw errors.badRequest('password must be a string');
         // Setting an admin's password is becoming that admin: it takes every scope admin gives, as granting admin does.
         const target = await users.get(req.params.name);
-        if (target?.admin && [...adminScopes].some((s) => !req.held.has(s))) throw errors.forbidden(`Only an admin may set the password of admin ${req.params.name}`);
+        if (target?.admin && !holdsAdminScopes(req.held, book)) throw errors.forbidden(`Only an admin may set the password of admin ${req.params.name}`);
         await auth.setPassword({ name: req.params.name, password: body.password, by: req.who });
         req.reply.send(204, '');
       },

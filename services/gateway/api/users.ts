@@ -1,9 +1,9 @@
 // /hub/api/users…: identity lives in the auth actor; reads come from the gateway's cache.
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
-import { expandScopes, listFilter } from '../../../shared/scopes.js';
+import { listFilter } from '../../../shared/scopes.js';
 import type { UserRecord } from '../caches.js';
-import { isPlainObject, jsonBody, onlyKeys, stringList, userResource, type ApiDeps } from './deps.js';
+import { holdsAdminScopes, isPlainObject, jsonBody, onlyKeys, stringList, userResource, type ApiDeps } from './deps.js';
 import { userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
@@ -14,15 +14,12 @@ import { parseSort } from '../../../shared/lists.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
-  const model = (held: ReadonlySet<string>, u: UserRecord) => userModel(held, u, book, servers.of(u.name));
+  const model = (held: ReadonlySet<string>, u: UserRecord, includeStopped = false) => userModel(held, u, book, servers.of(u.name), includeStopped);
+  /** `?include_stopped_servers`: any value but 0/false, a bare one too (the established hub's reading). */
+  const withStopped = (q: URLSearchParams) => q.has('include_stopped_servers') && !['0', 'false'].includes(q.get('include_stopped_servers')!.toLowerCase());
   const resource = userResource(deps);
-  const adminScopes = expandScopes(book.get('admin')!.scopes);
-
   /** Granting admin needs every scope admin gives, so admin:users alone cannot make an admin. */
-  function mayGrantAdmin(req: ApiRequest): boolean {
-    for (const s of adminScopes) if (!req.held.has(s)) return false;
-    return true;
-  }
+  const mayGrantAdmin = (req: ApiRequest) => holdsAdminScopes(req.held, book);
 
   async function mustGet(name: string): Promise<UserRecord> {
     const user = await users.get(name);
@@ -57,9 +54,11 @@ export function userRoutes(deps: ApiDeps): Route[] {
           names: filter === 'all' ? (byState && state !== 'inactive' ? withServers : []) : [...filter.users],
           groups: filter === 'all' ? [] : [...filter.groups],
           exclude_names: byState && state === 'inactive' ? withServers : [], sort,
+          name_filter: req.query.get('name_filter') ?? '',
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
-        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
+        const stopped = withStopped(req.query);
+        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, stopped); }).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
     },
@@ -81,7 +80,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, model(req.held, user));
+        req.reply.json(200, model(req.held, user, withStopped(req.query)));
       },
     },
     {
