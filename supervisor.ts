@@ -25,6 +25,7 @@ commands:
 
 options:
   --config FILE            JSON, or a TypeScript/JavaScript module exporting the config object (env HUB_CONFIG)
+  --log-level LEVEL        trace, debug, info, warn, error, fatal or silent (same as --Hub.log_level=LEVEL)
   --Section.option=value   override one option, e.g. --Hub.port=8001
 `;
 
@@ -50,6 +51,9 @@ interface ProcessesRecord {
   children: Record<string, number | null>;
   /** each child's start time from /proc, so a recycled pid is never taken for a leftover */
   starts?: Record<string, string>;
+  /** restarts of each child since the hub started, and those given up on (read by the gateway's /hub/metrics) */
+  restarts?: Record<string, number>;
+  failed?: string[];
 }
 
 function processStart(pid: number): string {
@@ -157,7 +161,7 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 }
 
 async function start(config: HubConfig): Promise<void> {
-  const log = createLogger('supervisor', config.Hub.log_level);
+  const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -177,6 +181,8 @@ async function start(config: HubConfig): Promise<void> {
       supervisor: process.pid,
       children: Object.fromEntries(children.map((c) => [c.spec.id, c.pid ?? null])),
       starts: Object.fromEntries(children.filter((c) => c.pid).map((c) => [c.spec.id, processStart(c.pid!)])),
+      restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
+      failed: children.filter((c) => c.failed).map((c) => c.spec.id),
     };
     writeFileSync(join(run, PROCESSES_FILE), JSON.stringify(record));
   };
@@ -346,7 +352,19 @@ async function setPassword(config: HubConfig, positional: string[]): Promise<num
   return 0;
 }
 
-async function main(argv: string[]): Promise<number> {
+/** `--log-level X` and `--log-level=X` are `--Hub.log_level=X`. */
+function logLevelFlag(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--log-level') out.push(`--Hub.log_level=${argv[++i] ?? ''}`);
+    else if (argv[i].startsWith('--log-level=')) out.push(`--Hub.log_level=${argv[i].slice('--log-level='.length)}`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
+
+async function main(rawArgv: string[]): Promise<number> {
+  const argv = logLevelFlag(rawArgv);
   const command = argv[0] && !argv[0].startsWith('-') ? argv[0] : 'start';
   const afterCommand = command === argv[0] ? argv.slice(1) : argv;
   // positional arguments of a subcommand come before the options

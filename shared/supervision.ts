@@ -33,6 +33,8 @@ export class SupervisedChild {
   private restartTimer: NodeJS.Timeout | null = null;
   private stopping = false;
   failed = false;
+  /** times this child was started again after dying */
+  restarts = 0;
 
   constructor(
     readonly spec: ChildSpec,
@@ -84,7 +86,9 @@ export class SupervisedChild {
     this.log.info({ event: 'child.restart_scheduled', child: this.spec.id, delayMs, attempt: this.attempt }, `restarting ${this.spec.id}`);
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null;
-      if (!this.stopping) this.start();
+      if (this.stopping) return;
+      this.restarts++;
+      this.start();
     }, delayMs);
   }
 

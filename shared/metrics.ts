@@ -1,0 +1,252 @@
+// Prometheus metrics of one process. Each actor keeps its own registry (prom-client), labelled with the
+// actor and the node it runs on; the gateway gathers every actor's registry over NATS for `GET /hub/metrics`
+// (services/gateway/metrics.ts). Names start with `hub_`; the list is in the README ("Operating it").
+//
+// Hot paths (a request, a gRPC call) must pay no more than an increment: prom-client's own `labels(...)`
+// children build a label object and a hash string on every observe, so the hub's counters and histograms
+// here are small classes of our own whose label children are created once, kept in nested Maps, and
+// updated with plain arithmetic; prom-client renders them (they implement its metric interface).
+import { createRequire } from 'node:module';
+import { hostname } from 'node:os';
+import type * as PromClient from 'prom-client';
+
+// prom-client is CommonJS; loaded through require so its classes are the ones its registry checks against
+const prom = createRequire(import.meta.url)('prom-client') as typeof PromClient;
+
+export { prom };
+
+/** The process's registry: every metric below registers here. */
+export const registry = new prom.Registry();
+
+/** Where this process runs: the host name for now (a `Hub.node_name` option may come later). */
+export const NODE_NAME = hostname();
+
+let initialised = false;
+
+/** Called once by shared/actor.ts: labels every series with actor and node, adds Node's process metrics. */
+export function initMetrics(actor: string): void {
+  if (initialised) return;
+  initialised = true;
+  registry.setDefaultLabels({ actor, node: NODE_NAME });
+  // CPU, memory, fds, GC, and event-loop lag (hub_nodejs_eventloop_lag_*): sampled by the runtime, read at scrape
+  prom.collectDefaultMetrics({ register: registry, prefix: 'hub_' });
+}
+
+/** Seconds since `start` (a `performance.now()` reading). */
+export const secondsSince = (start: number): number => (performance.now() - start) / 1000;
+
+// ---- buckets ---------------------------------------------------------------------------------------
+
+/** Fast internal calls and HTTP requests: 0.1 ms to 10 s. */
+export const FAST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Server starts (the established hub's spawn buckets): 0.5 s to 10 min. */
+export const SPAWN_BUCKETS = [0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 180, 300, 600];
+/** Stops, logins, reconciliations: 5 ms to 10 s. */
+export const SLOW_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+// ---- label children ---------------------------------------------------------------------------------
+
+type Values = readonly string[];
+
+/** Children by their label values, in nested Maps: a lookup of known values allocates nothing. */
+class Children<C> {
+  private readonly root = new Map<string, unknown>();
+  readonly all: { values: Values; child: C }[] = [];
+
+  constructor(private readonly arity: number, private readonly make: () => C) {}
+
+  get(values: Values): C {
+    if (values.length !== this.arity) throw new Error(`expected ${this.arity} label values, got ${values.length}`);
+    let node: Map<string, unknown> = this.root;
+    for (let i = 0; i < this.arity - 1; i++) {
+      let next = node.get(values[i]) as Map<string, unknown> | undefined;
+      if (!next) node.set(values[i], (next = new Map()));
+      node = next;
+    }
+    const last = this.arity ? values[this.arity - 1] : '';
+    let child = node.get(last) as C | undefined;
+    if (!child) {
+      child = this.make();
+      node.set(last, child);
+      this.all.push({ values: [...values], child });
+    }
+    return child;
+  }
+}
+
+const labelsOf = (names: Values, values: Values): Record<string, string> => {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < names.length; i++) out[names[i]] = values[i];
+  return out;
+};
+
+interface MetricValue { value: number; labels: Record<string, string | number>; metricName?: string }
+
+export interface CounterChild { inc(n?: number): void; readonly value: number }
+
+class CounterCell implements CounterChild {
+  value = 0;
+  inc(n = 1): void {
+    this.value += n;
+  }
+}
+
+/** A counter whose children are created once; `child(...)` is for set-up, `inc` for the hot path. */
+export class HotCounter {
+  readonly type: string = 'counter';
+  readonly aggregator = 'sum';
+  private readonly children: Children<CounterCell>;
+
+  constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
+    this.children = new Children(labelNames.length, () => new CounterCell());
+    registry.registerMetric(this as unknown as PromClient.Metric);
+  }
+
+  /** The child for these label values (created at first use, then the same object). */
+  child(...values: string[]): CounterChild {
+    return this.children.get(values);
+  }
+
+  inc(...values: string[]): void {
+    this.children.get(values).inc();
+  }
+
+  get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
+    return {
+      name: this.name, help: this.help, type: this.type, aggregator: this.aggregator,
+      values: this.children.all.map(({ values, child }) => ({ value: child.value, labels: labelsOf(this.labelNames, values) })),
+    };
+  }
+
+  reset(): void {
+    for (const { child } of this.children.all) child.value = 0;
+  }
+}
+
+export interface GaugeChild extends CounterChild { dec(n?: number): void }
+
+class GaugeCell extends CounterCell implements GaugeChild {
+  dec(n = 1): void {
+    this.value -= n;
+  }
+}
+
+/** A gauge moved by events (connections opened and closed): an addition each, no allocation. */
+export class HotGauge {
+  readonly type = 'gauge';
+  readonly aggregator = 'sum';
+  private readonly children: Children<GaugeCell>;
+
+  constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
+    this.children = new Children(labelNames.length, () => new GaugeCell());
+    registry.registerMetric(this as unknown as PromClient.Metric);
+  }
+
+  child(...values: string[]): GaugeChild {
+    return this.children.get(values);
+  }
+
+  get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
+    return {
+      name: this.name, help: this.help, type: this.type, aggregator: this.aggregator,
+      values: this.children.all.map(({ values, child }) => ({ value: child.value, labels: labelsOf(this.labelNames, values) })),
+    };
+  }
+
+  reset(): void {
+    for (const { child } of this.children.all) child.value = 0;
+  }
+}
+
+export interface HistogramChild { observe(seconds: number): void }
+
+class HistogramCell implements HistogramChild {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+  constructor(private readonly bounds: readonly number[]) {
+    this.counts = new Float64Array(bounds.length);
+  }
+  observe(v: number): void {
+    const b = this.bounds;
+    let i = 0;
+    while (i < b.length && v > b[i]) i++;
+    if (i < b.length) this.counts[i]++;
+    this.sum += v;
+    this.count++;
+  }
+}
+
+/** A histogram whose children are created once: an observation is a bucket search and three additions. */
+export class HotHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly children: Children<HistogramCell>;
+
+  constructor(readonly name: string, readonly help: string, readonly labelNames: Values, readonly buckets: readonly number[] = FAST_BUCKETS) {
+    this.children = new Children(labelNames.length, () => new HistogramCell(buckets));
+    registry.registerMetric(this as unknown as PromClient.Metric);
+  }
+
+  child(...values: string[]): HistogramChild {
+    return this.children.get(values);
+  }
+
+  observe(values: string[], seconds: number): void {
+    this.children.get(values).observe(seconds);
+  }
+
+  get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
+    const out: MetricValue[] = [];
+    for (const { values, child } of this.children.all) {
+      const labels = labelsOf(this.labelNames, values);
+      let acc = 0;
+      for (let i = 0; i < this.buckets.length; i++) {
+        acc += child.counts[i];
+        out.push({ value: acc, labels: { ...labels, le: this.buckets[i] }, metricName: `${this.name}_bucket` });
+      }
+      out.push({ value: child.count, labels: { ...labels, le: '+Inf' }, metricName: `${this.name}_bucket` });
+      out.push({ value: child.sum, labels, metricName: `${this.name}_sum` });
+      out.push({ value: child.count, labels, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, values: out, aggregator: this.aggregator };
+  }
+
+  reset(): void {
+    for (const { child } of this.children.all) {
+      child.counts.fill(0);
+      child.sum = 0;
+      child.count = 0;
+    }
+  }
+}
+
+/** A gauge read when scraped (`collect` sets its values): nothing to update on any path. */
+export function gauge(name: string, help: string, labelNames: string[], collect: (g: PromClient.Gauge) => void | Promise<void>): PromClient.Gauge {
+  registry.removeSingleMetric(name); // made again (a component re-created in one process): the newest reads
+  return new prom.Gauge({ name, help, labelNames, registers: [registry], collect() { return collect(this); } });
+}
+
+
+// ---- metrics every actor has -------------------------------------------------------------------------
+
+/** gRPC calls made by this process (shared/grpc.ts): callee actor, rpc, outcome (gRPC-ish code name). */
+export const grpcClientDuration = new HotHistogram('hub_grpc_client_duration_seconds',
+  'Duration of gRPC calls this actor made to another actor, by service, rpc and outcome', ['service', 'method', 'code']);
+/** gRPC calls served by this process. */
+export const grpcServerDuration = new HotHistogram('hub_grpc_server_duration_seconds',
+  'Duration of gRPC calls this actor served, by rpc and outcome', ['method', 'code']);
+/** NATS requests made by this process (shared/nats.ts requestJson, the gateway's scrape). */
+export const natsRequestDuration = new HotHistogram('hub_nats_request_duration_seconds',
+  'Duration of NATS requests this actor made, by subject and outcome', ['subject', 'outcome']);
+
+/** A HubError's code, or `ok`: the outcome label of internal calls (bounded: the error catalogue). */
+export function outcomeOf(e: unknown): string {
+  const code = (e as { code?: unknown })?.code;
+  return typeof code === 'string' && code.startsWith('HUB_ERR_') ? code.slice('HUB_ERR_'.length).toLowerCase() : 'error';
+}
+
+/** The registry as JSON, for the gateway's scatter-gather (shared/actor.ts serves it on `hub.<actor>.metrics`). */
+export function metricsSnapshot(): Promise<PromClient.MetricObjectWithValues<PromClient.MetricValue<string>>[]> {
+  return registry.getMetricsAsJSON();
+}
