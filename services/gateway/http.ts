@@ -1,6 +1,8 @@
 // The gateway's HTTP plumbing on uWebSockets.js: a request snapshot taken before any await,
 // abort tracking, corked writes, bounded body reads, and one way to answer with an error.
 import uWS from 'uWebSockets.js';
+import { requestIdFor, type RequestContext } from '../../shared/context.js';
+import type { CallOptions } from '../../shared/contracts/index.js';
 import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
 
 /** The native build exports getParts; the pure-JS fallback shim does not. */
@@ -13,6 +15,21 @@ export interface RequestInfo {
   query: string;
   headers: Record<string, string>;
   remoteAddress: string;
+  /** the client's X-Request-Id when sane, else a new one (shared/context.ts) */
+  requestId: string;
+  /** performance.now() when the request arrived */
+  start: number;
+  // Filled in as the request is answered, for its log line, its metrics and audit events:
+  /** the route pattern that answered (`/hub/api/users/:name`); `unmatched` until one does */
+  route: string;
+  /** who asked (`user:<name>`, `service:<name>`), once identified */
+  who: string;
+  /** the error it was answered with, if any */
+  error?: HubError;
+  /** a handler already published the audit event of this request's refusal (e.g. a failed login) */
+  audited?: boolean;
+  /** why a request was refused, when the handler answered a 403 itself */
+  denyReason?: string;
 }
 
 export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestInfo {
@@ -24,13 +41,24 @@ export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestIn
     query: req.getQuery() ?? '',
     headers,
     remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    requestId: requestIdFor(headers['x-request-id']),
+    start: performance.now(),
+    route: 'unmatched',
+    who: 'anonymous',
   };
+}
+
+/** The request as it travels to the actors (gRPC metadata) and into audit events. */
+export function requestContext(info: RequestInfo): RequestContext {
+  return { requestId: info.requestId, who: info.who, client: info.remoteAddress };
 }
 
 /** A response that knows whether the client went away; writes after that are dropped. */
 export class Reply {
   aborted = false;
   done = false;
+  /** the status written (0 until then) */
+  status = 0;
 
   constructor(readonly res: uWS.HttpResponse) {
     res.onAborted(() => { this.aborted = true; });
@@ -39,6 +67,7 @@ export class Reply {
   send(status: number, body: string | Uint8Array, headers: Record<string, string> = {}, closeConnection = false): void {
     if (this.aborted || this.done) return;
     this.done = true;
+    this.status = status;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
@@ -96,4 +125,9 @@ export function errorPage(err: HubError): string {
   const title = escapeHtml(statusLine(err.status));
   return `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>` +
     `<body><h1>${title}</h1><p>${escapeHtml(err.message)}</p><p><a href="/hub/home">Home</a></p></body></html>`;
+}
+
+/** Options for the calls to actors made for this request. */
+export function callOf(info: RequestInfo): CallOptions {
+  return { request: requestContext(info) };
 }

@@ -1,4 +1,5 @@
 // What the API handlers need, and small helpers they share.
+import type { AuditPublisher } from '../../../shared/audit.js';
 import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import type { AuthClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
@@ -25,6 +26,8 @@ export interface ApiDeps {
   nc: NatsConnection;
   book: Map<string, ConfiguredRole>;
   services: Map<string, ServiceConfig>;
+  /** for the refusals the gateway decides itself (OAuth grants, access denials) */
+  audit: AuditPublisher;
 }
 
 /** The JSON body as an object; absent or empty is `undefined`. Anything but JSON is a 400. */

@@ -7,7 +7,7 @@ import { isActive, serverUrl, progressUrl } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
 import type { Identity } from '../caches.js';
-import type { Reply, RequestInfo } from '../http.js';
+import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { escapeHtml, hidden, page } from './html.js';
 import { localPath } from './redirects.js';
 import type { WebSessions } from './sessions.js';
@@ -19,6 +19,19 @@ export interface PageDeps extends ApiDeps {
 export type PageHandler = (info: RequestInfo, reply: Reply, body: Buffer | null, params: string[]) => Promise<void> | void;
 /** A page: method, a path pattern whose groups are the (percent-decoded) params, and its handler. */
 export interface PageRoute { method: string; pattern: RegExp; handle: PageHandler }
+
+const routeLabels = new WeakMap<RegExp, string>();
+/** `/^\/hub\/spawn\/([^/]+)…$/` → `/hub/spawn/*`: the label of a page's metrics and log lines. */
+function routeLabel(pattern: RegExp): string {
+  let label = routeLabels.get(pattern);
+  if (label === undefined) {
+    const literal = pattern.source.replace(/^\^/, '').replace(/\$$/, '').replace(/\\\//g, '/');
+    const cut = literal.search(/[(\\[?*+]/);
+    label = cut < 0 ? literal : `${literal.slice(0, cut).replace(/\/?$/, '/')}*`;
+    routeLabels.set(pattern, label);
+  }
+  return label;
+}
 
 const HTML = { 'Content-Type': 'text/html; charset=utf-8' };
 
@@ -33,6 +46,7 @@ export function createPageKit(deps: PageDeps) {
     reply.res.cork(() => {
       if (reply.aborted || reply.done) return;
       reply.done = true;
+      reply.status = 302;
       reply.res.writeStatus('302 Found').writeHeader('Location', location);
       for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
       reply.res.end();
@@ -42,6 +56,7 @@ export function createPageKit(deps: PageDeps) {
     reply.res.cork(() => {
       if (reply.aborted || reply.done) return;
       reply.done = true;
+      reply.status = status;
       reply.res.writeStatus(`${status} ${status === 200 ? 'OK' : status === 403 ? 'Forbidden' : status === 429 ? 'Too Many Requests' : 'Error'}`);
       reply.res.writeHeader('Content-Type', HTML['Content-Type']);
       for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
@@ -118,11 +133,18 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const f = form(body);
         const next = localPath(f.get('next') || new URLSearchParams(info.query).get('next')) ?? '';
         const xsrf = web.anonymousXsrf(info);
-        if (xsrf.setCookie || !web.xsrfValid(info, xsrf.value, f.get('_xsrf'))) return loginForm(info, reply, 403, 'Your form expired. Please sign in again.', next);
+        if (xsrf.setCookie || !web.xsrfValid(info, xsrf.value, f.get('_xsrf'))) {
+          info.denyReason = 'login form without a valid XSRF token';
+          return loginForm(info, reply, 403, 'Your form expired. Please sign in again.', next);
+        }
         const r = await auth.authenticate({
           username: f.get('username') ?? '', password: f.get('password') ?? '', remote_addr: info.remoteAddress,
-        });
-        if (!r.ok) return loginForm(info, reply, 403, r.message, next);
+        }, callOf(info));
+        if (!r.ok) {
+          info.audited = true; // the auth actor recorded the failure (login.failure / login.lockout)
+          return loginForm(info, reply, 403, r.message, next);
+        }
+        info.who = `user:${r.name}`;
         redirect(reply, next || '/hub/home', web.loginCookies(info, r.name, r.session_id));
       },
     },
@@ -132,8 +154,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const id = await web.identify(info);
         if (id) {
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` });
-          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` });
+          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
+          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
           web.forgetSession(id.sessionId);
         }
         html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
@@ -190,7 +212,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         checkFormXsrf(info, id, form(body));
         const target = await users.get(user);
         if (!target || !hasScope(id.scopes, 'delete:servers', { kind: 'server', user, name, groups: target.groups })) throw errors.notFound();
-        await spawner.stopServer({ user, name, by: `user:${id.owner.name}` }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+        await spawner.stopServer({ user, name, by: `user:${id.owner.name}` }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
         redirect(reply, '/hub/home');
       },
     },
@@ -232,7 +254,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
           owner: id.owner, requester: id.owner, note: (f.get('note') ?? '').slice(0, 200) || 'Requested via token page',
           expires_in: Number.isFinite(days) && days > 0 ? Math.round(days * 86400) : 0, has_scopes: false, scopes: [], has_roles: false, roles: [],
           requester_scopes: [...id.scopes],
-        });
+        }, callOf(info));
         html(reply, 200, page('API token', `<p>Your new token (shown once): <code id="token">${escapeHtml(r.token)}</code></p>${tokenForm(id)}`, id.owner.name));
       },
     },
@@ -247,9 +269,9 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
   async function startFromPage(info: RequestInfo, reply: Reply, id: Identity, user: string, name: string): Promise<void> {
     const target = await users.get(user);
     if (!target || !mayStart(id, user, name, target.groups)) throw errors.notFound(`No such user: ${user}`);
-    await refreshBeforeSpawn(deps, id.sessionId);
+    await refreshBeforeSpawn(deps, id.sessionId, callOf(info));
     try {
-      await spawner.startServer({ user, name, user_options_json: '', by: `user:${id.owner.name}` }, within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
+      await spawner.startServer({ user, name, user_options_json: '', by: `user:${id.owner.name}` }, within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
     } catch (e) {
       if (!(e instanceof HubError) || !/already running|pending/.test(e.message)) throw e;
     }
@@ -264,6 +286,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     for (const route of routes) {
       const m = route.pattern.exec(info.path);
       if (!m || route.method !== info.method) continue;
+      info.route = routeLabel(route.pattern);
       let params: string[];
       try {
         params = m.slice(1).map((p) => (p === undefined ? undefined : decodeURIComponent(p))) as string[];
