@@ -5,11 +5,15 @@ import type { KV } from 'nats';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
+import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
 import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
 import { desiredRoutes, isServerRoute, planChanges, sameRoute, serverRoute, type Plan, type ServerFacts, type ServiceFacts } from './desired.js';
 
 /** Bucket writes in flight at once: a first reconciliation of many routes should not wait on each write in turn. */
 const WRITE_CONCURRENCY = 64;
+
+const routeChanges = new HotCounter('hub_proxy_route_changes_total', 'Changes to the routing table, by change (add, repoint, remove)', ['change']);
+const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS);
 
 export interface ReconcilerDeps {
   kv: KV;
@@ -38,6 +42,7 @@ export function createReconciler(deps: ReconcilerDeps) {
   let sorted: string[] | null = null;
   let queue: Promise<unknown> = Promise.resolve();
   let lastReconciled = '';
+  gauge('hub_proxy_routes', 'Routes in the routing table', [], (g) => g.set(actual.size));
 
   function serially<T>(work: () => Promise<T>): Promise<T> {
     const run = queue.then(work);
@@ -50,6 +55,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     await putRoute(kv, route);
     actual.set(route.routespec, route);
     sorted = null;
+    routeChanges.inc(verb);
     log.info({ event: `route.${verb}`, routespec: route.routespec, target: route.target, previous: before?.target, reason }, `route ${verb}`);
     void audit.publish('route', verb, { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -59,6 +65,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     actual.delete(route.routespec);
     activity.delete(route.routespec);
     sorted = null;
+    routeChanges.inc('remove');
     log.info({ event: 'route.remove', routespec: route.routespec, target: route.target, reason }, 'route remove');
     void audit.publish('route', 'remove', { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -84,10 +91,12 @@ export function createReconciler(deps: ReconcilerDeps) {
   return {
     /** Compares what should exist with the table and makes the difference; server routes stay when the spawner is silent. */
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
+      const start = performance.now();
       const servers = await serversOrNull();
       const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services, servers, actual), actual);
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
+      reconcileDuration.observe([], secondsSince(start));
       const outcome = { added: plan.add.length, repointed: plan.repoint.length, removed: plan.remove.length, servers_known: servers !== null };
       if (plan.add.length || plan.repoint.length || plan.remove.length) log.info({ event: 'proxy.reconciled', reason, ...outcome }, 'routing table reconciled');
       return outcome;
