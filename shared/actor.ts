@@ -52,7 +52,7 @@ export interface ActorOptions {
 export async function runActor<A extends ActorName>(actor: A, setup: (ctx: ActorContext) => Promise<ActorParts<A>>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
   const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format);
-  initMetrics(actor);
+  initMetrics(actor, options.grpcInstance?.(config));
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
   const startedAt = Date.now();
   process.on('uncaughtException', (err) => {

@@ -23,11 +23,14 @@ export const NODE_NAME = hostname();
 
 let initialised = false;
 
-/** Called once by shared/actor.ts: labels every series with actor and node, adds Node's process metrics. */
-export function initMetrics(actor: string): void {
+/**
+ * Called once by shared/actor.ts: labels every series with actor and node (and `replica` for an actor that
+ * runs several times on one node, such as extra gateways), adds Node's process metrics.
+ */
+export function initMetrics(actor: string, replica = ''): void {
   if (initialised) return;
   initialised = true;
-  registry.setDefaultLabels({ actor, node: NODE_NAME });
+  registry.setDefaultLabels(replica ? { actor, node: NODE_NAME, replica } : { actor, node: NODE_NAME });
   // CPU, memory, fds, GC, and event-loop lag (hub_nodejs_eventloop_lag_*): sampled by the runtime, read at scrape
   prom.collectDefaultMetrics({ register: registry, prefix: 'hub_' });
 }
@@ -199,6 +202,7 @@ export class HotHistogram {
   get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
     const out: MetricValue[] = [];
     for (const { values, child } of this.children.all) {
+      if (child.count === 0) continue; // made ahead (every rpc of a client), never observed: not a series yet
       const labels = labelsOf(this.labelNames, values);
       let acc = 0;
       for (let i = 0; i < this.buckets.length; i++) {
@@ -246,7 +250,38 @@ export function outcomeOf(e: unknown): string {
   return typeof code === 'string' && code.startsWith('HUB_ERR_') ? code.slice('HUB_ERR_'.length).toLowerCase() : 'error';
 }
 
-/** The registry as JSON, for the gateway's scatter-gather (shared/actor.ts serves it on `hub.<actor>.metrics`). */
-export function metricsSnapshot(): Promise<PromClient.MetricObjectWithValues<PromClient.MetricValue<string>>[]> {
-  return registry.getMetricsAsJSON();
+const encoder = new TextEncoder();
+
+/**
+ * The registry in the Prometheus text format, as bytes, for the gateway's scatter-gather (shared/actor.ts
+ * serves it on `hub.<actor>.metrics`): rendered here, in the actor's own process, so the gateway only
+ * regroups text.
+ */
+export async function metricsSnapshot(): Promise<Uint8Array> {
+  return encoder.encode(await registry.metrics());
+}
+
+/**
+ * Several processes' text answers as one: each metric family once (its HELP and TYPE lines, then the
+ * samples of every process in turn). Series of different processes differ by their actor/node/replica
+ * labels, so nothing needs adding up.
+ */
+export function mergeExpositions(texts: readonly string[]): string {
+  const families = new Map<string, { head: string; samples: string[] }>();
+  for (const text of texts) {
+    for (const block of text.split('\n\n')) {
+      if (!block.startsWith('# HELP ')) continue;
+      const nameEnd = block.indexOf(' ', 7);
+      const name = block.slice(7, nameEnd);
+      const typeLine = block.indexOf('\n', block.indexOf('\n') + 1); // end of the TYPE line
+      const head = typeLine < 0 ? block : block.slice(0, typeLine);
+      const samples = typeLine < 0 ? '' : block.slice(typeLine + 1).trimEnd();
+      let f = families.get(name);
+      if (!f) families.set(name, (f = { head, samples: [] }));
+      if (samples) f.samples.push(samples);
+    }
+  }
+  let out = '';
+  for (const { head, samples } of families.values()) out += samples.length ? `${head}\n${samples.join('\n')}\n\n` : `${head}\n\n`;
+  return out;
 }

@@ -76,7 +76,8 @@ export async function serveNats(
         return;
       }
       try {
-        msg.respond(encodeJson(await handle(msg.data.length ? decodeJson(msg.data) : null, msg)));
+        const reply = await handle(msg.data.length ? decodeJson(msg.data) : null, msg);
+        msg.respond(reply instanceof Uint8Array ? reply : encodeJson(reply)); // bytes go as they are
       } catch (e) {
         const hubErr = asHubError(e);
         if (hubErr.status >= 500) log.error({ event: 'nats.handler.failed', verb, err: e }, 'handler failed');

@@ -4,10 +4,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RequestStrategy } from 'nats';
-import type * as PromClient from 'prom-client';
 import { decodeJson, type NatsConnection } from '../../shared/nats.js';
 import {
-  gauge, HotCounter, HotGauge, HotHistogram, natsRequestDuration, prom, SLOW_BUCKETS, secondsSince,
+  gauge, HotCounter, HotGauge, HotHistogram, mergeExpositions, natsRequestDuration, prom, SLOW_BUCKETS, secondsSince,
 } from '../../shared/metrics.js';
 import { ACTORS, runDir } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
@@ -68,31 +67,35 @@ export function supervisorGauges(dataDir: string): void {
 
 // ---- the scrape -------------------------------------------------------------------------------------
 
-type MetricJson = PromClient.MetricObjectWithValues<PromClient.MetricValue<string>>;
-
-const scrapeUp = new prom.Gauge({ name: 'hub_scrape_actor_up', help: 'Whether each actor answered this scrape (1) or not (0)', labelNames: ['actor'], registers: [] });
-const scrapeReplicas = new prom.Gauge({ name: 'hub_scrape_actor_replicas', help: 'Replicas of each actor that answered this scrape', labelNames: ['actor'], registers: [] });
-const scrapeDuration = new HotHistogram('hub_scrape_duration_seconds', 'Time a /hub/metrics answer took to gather', [], SLOW_BUCKETS);
+const scrapeDuration = new HotHistogram('hub_scrape_duration_seconds', 'Time the gateway took to gather every actor\'s metrics', [], SLOW_BUCKETS);
 
 /** How long after the last reply of an actor's replicas the gathering waits for another one. */
 const REPLICA_STALL_MS = 20;
+/**
+ * A gathering answers every scrape for this long: Prometheus scrapes every 15 s or more, and a scraper
+ * asking 1,000 times a minute then costs the actors one gathering a second, not seventeen.
+ */
+export const METRICS_MAX_AGE_MS = 1000;
+
+const decoder = new TextDecoder();
 
 export function createScraper(nc: NatsConnection, timeoutMs: number) {
   const perActor = ACTORS.map((actor) => ({ actor, subject: subjects.command(actor, 'metrics') }));
-  /** concurrent scrapes share one gathering */
   let inflight: Promise<string> | null = null;
+  let last: { text: string; at: number } | null = null;
 
-  async function ask(actor: string, subject: string): Promise<MetricJson[][]> {
+  /** Every replica's answer (Prometheus text), waiting at most `timeoutMs`. */
+  async function ask(subject: string): Promise<string[]> {
     const start = performance.now();
-    const out: MetricJson[][] = [];
+    const out: string[] = [];
     try {
       const replies = await nc.requestMany(subject, undefined, { strategy: RequestStrategy.JitterTimer, jitter: REPLICA_STALL_MS, maxWait: timeoutMs });
       for await (const m of replies) {
         if (m.headers?.get('Nats-Service-Error-Code')) continue;
-        if (m.data.length) out.push(decodeJson<MetricJson[]>(m.data));
+        if (m.data.length) out.push(decoder.decode(m.data));
       }
     } catch {
-      // no responders or a broken reply: the actor is reported missing below
+      // no responders: the actor is reported missing below
     }
     natsRequestDuration.observe([subject, out.length ? 'ok' : 'missing'], secondsSince(start));
     return out;
@@ -100,30 +103,25 @@ export function createScraper(nc: NatsConnection, timeoutMs: number) {
 
   async function gather(): Promise<string> {
     const start = performance.now();
-    const results = await Promise.all(perActor.map(({ actor, subject }) => ask(actor, subject)));
-    scrapeUp.reset();
-    scrapeReplicas.reset();
-    const all: MetricJson[][] = [];
-    results.forEach((replies, i) => {
-      scrapeUp.set({ actor: perActor[i].actor }, replies.length ? 1 : 0);
-      scrapeReplicas.set({ actor: perActor[i].actor }, replies.length);
-      all.push(...replies);
-    });
-    // Series of different actors differ by their labels, so nothing is merged across actors; replicas of one
-    // actor on one node add up (prom-client's aggregators). "omit" would drop a series: keep the first instead.
-    for (const list of all) for (const m of list) if (m.aggregator === 'omit') m.aggregator = 'first';
-    const merged = prom.AggregatorRegistry.aggregate(all);
-    merged.registerMetric(scrapeUp);
-    merged.registerMetric(scrapeReplicas);
-    const text = await merged.metrics();
+    const results = await Promise.all(perActor.map(({ subject }) => ask(subject)));
+    let status = '# HELP hub_scrape_actor_up Whether each actor answered this scrape (1) or not (0)\n# TYPE hub_scrape_actor_up gauge\n';
+    results.forEach((replies, i) => { status += `hub_scrape_actor_up{actor="${perActor[i].actor}"} ${replies.length ? 1 : 0}\n`; });
+    status += '\n# HELP hub_scrape_actor_replicas Replicas of each actor that answered this scrape\n# TYPE hub_scrape_actor_replicas gauge\n';
+    results.forEach((replies, i) => { status += `hub_scrape_actor_replicas{actor="${perActor[i].actor}"} ${replies.length}\n`; });
+    const text = mergeExpositions([...results.flat(), status]);
     scrapeDuration.observe([], secondsSince(start));
     return text;
   }
 
   return {
     contentType: prom.Registry.PROMETHEUS_CONTENT_TYPE,
+    /** The merged answer: at most METRICS_MAX_AGE_MS old; concurrent scrapes share one gathering. */
     scrape(): Promise<string> {
-      inflight ??= gather().finally(() => { inflight = null; });
+      if (last && Date.now() - last.at < METRICS_MAX_AGE_MS) return Promise.resolve(last.text);
+      inflight ??= gather().then((text) => {
+        last = { text, at: Date.now() };
+        return text;
+      }).finally(() => { inflight = null; });
       return inflight;
     },
   };

@@ -4,7 +4,7 @@ import test from 'ava';
 import { connect } from 'nats';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { Browser, field, formLogin } from '../auth/helpers.js';
-import { runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 
 let hub: HubUnderTest;
 let api: ApiCall;
@@ -39,6 +39,9 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
   }
   return sum;
 }
+
+/** A gathering answers scrapes for 1 s (services/gateway/metrics.ts METRICS_MAX_AGE_MS): wait it out to see changes. */
+const FRESH_MS = 1100;
 
 async function scrape(token: string | null = ADMIN): Promise<{ status: number; text: string; type: string }> {
   const r = await fetch(`${hub.url}/hub/metrics`, { headers: token ? { authorization: `token ${token}` } : {} });
@@ -86,6 +89,7 @@ test.serial('metrics: a scrape sees every actor, and its counters move after a s
   const started = await api('POST', '/users/bob/server', { token: ADMIN });
   t.is(started.status, 201);
 
+  await sleep(FRESH_MS);
   const after = await scrape();
   const moved = (name: string, labels: Record<string, string>) => sample(after.text, name, labels) - sample(before.text, name, labels);
   t.is(moved('hub_login_duration_seconds_count', { status: 'failure', actor: 'auth' }), 1);
@@ -102,6 +106,7 @@ test.serial('metrics: a scrape sees every actor, and its counters move after a s
   t.true(sample(after.text, 'hub_nodejs_eventloop_lag_seconds', { actor: 'gateway' }) >= 0);
 
   t.is((await api('DELETE', '/users/bob/server', { token: ADMIN })).status, 204);
+  await sleep(FRESH_MS);
   const stopped = await scrape();
   t.is(sample(stopped.text, 'hub_server_stop_seconds_count', { status: 'success' }) - sample(after.text, 'hub_server_stop_seconds_count', { status: 'success' }), 1);
   t.is(sample(stopped.text, 'hub_running_servers'), 0);
