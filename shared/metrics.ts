@@ -3,36 +3,61 @@
 // (services/gateway/metrics.ts). Names start with `hub_`; the list is in the README ("Operating it").
 //
 // Hot paths (a request, a gRPC call) must pay no more than an increment: prom-client's own `labels(...)`
-// children build a label object and a hash string on every observe, so the hub's counters and histograms
-// here are small classes of our own whose label children are created once, kept in nested Maps, and
-// updated with plain arithmetic; prom-client renders them (they implement its metric interface).
+// children build a label object and a hash string on every observe, so the hub's counters, gauges and
+// histograms here are small classes of our own whose label children are created once, kept in nested Maps,
+// and updated with plain arithmetic; prom-client renders them (they implement its metric interface).
+//
+// prom-client itself (its registry, text format and Node process metrics) is loaded once the actor is
+// ready, not while it starts: loading it costs about as much as grpc-js, and an actor's restart time is
+// what /hub/health waits for. Metrics made before then are handed to the registry when it exists.
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import type * as PromClient from 'prom-client';
 
-// prom-client is CommonJS; loaded through require so its classes are the ones its registry checks against
-const prom = createRequire(import.meta.url)('prom-client') as typeof PromClient;
-
-export { prom };
-
-/** The process's registry: every metric below registers here. */
-export const registry = new prom.Registry();
-
 /** Where this process runs: the host name for now (a `Hub.node_name` option may come later). */
 export const NODE_NAME = hostname();
 
-let initialised = false;
+/** The Prometheus text format's content type (prom-client's PROMETHEUS_CONTENT_TYPE). */
+export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+interface Exportable { name: string; get(): unknown }
+
+const made = new Map<string, Exportable>();
+let labels: Record<string, string> = {};
+let registry: PromClient.Registry | null = null;
+
+function register(metric: Exportable): void {
+  made.set(metric.name, metric);
+  if (registry) {
+    registry.removeSingleMetric(metric.name); // made again (a component re-created in one process): the newest reads
+    registry.registerMetric(metric as unknown as PromClient.Metric);
+  }
+}
+
+/** The registry, made (and prom-client loaded) at the first need: after start-up, or at the first scrape. */
+function promRegistry(): PromClient.Registry {
+  if (registry) return registry;
+  // prom-client is CommonJS; required so its classes are the ones its registry checks against
+  const prom = createRequire(import.meta.url)('prom-client') as typeof PromClient;
+  registry = new prom.Registry();
+  registry.setDefaultLabels(labels);
+  for (const m of made.values()) registry.registerMetric(m as unknown as PromClient.Metric);
+  // CPU, memory, fds, GC, and event-loop lag (hub_nodejs_eventloop_lag_*): sampled by the runtime, read at scrape
+  if (labels.actor) prom.collectDefaultMetrics({ register: registry, prefix: 'hub_' });
+  return registry;
+}
 
 /**
  * Called once by shared/actor.ts: labels every series with actor and node (and `replica` for an actor that
- * runs several times on one node, such as extra gateways), adds Node's process metrics.
+ * runs several times on one node, such as extra gateways).
  */
 export function initMetrics(actor: string, replica = ''): void {
-  if (initialised) return;
-  initialised = true;
-  registry.setDefaultLabels(replica ? { actor, node: NODE_NAME, replica } : { actor, node: NODE_NAME });
-  // CPU, memory, fds, GC, and event-loop lag (hub_nodejs_eventloop_lag_*): sampled by the runtime, read at scrape
-  prom.collectDefaultMetrics({ register: registry, prefix: 'hub_' });
+  labels = replica ? { actor, node: NODE_NAME, replica } : { actor, node: NODE_NAME };
+}
+
+/** Loads prom-client and starts Node's process metrics: called once the actor is ready. */
+export function startProcessMetrics(): void {
+  promRegistry();
 }
 
 /** Seconds since `start` (a `performance.now()` reading). */
@@ -102,7 +127,7 @@ export class HotCounter {
 
   constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
     this.children = new Children(labelNames.length, () => new CounterCell());
-    registry.registerMetric(this as unknown as PromClient.Metric);
+    register(this);
   }
 
   /** The child for these label values (created at first use, then the same object). */
@@ -142,7 +167,7 @@ export class HotGauge {
 
   constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
     this.children = new Children(labelNames.length, () => new GaugeCell());
-    registry.registerMetric(this as unknown as PromClient.Metric);
+    register(this);
   }
 
   child(...values: string[]): GaugeChild {
@@ -188,7 +213,7 @@ export class HotHistogram {
 
   constructor(readonly name: string, readonly help: string, readonly labelNames: Values, readonly buckets: readonly number[] = FAST_BUCKETS) {
     this.children = new Children(labelNames.length, () => new HistogramCell(buckets));
-    registry.registerMetric(this as unknown as PromClient.Metric);
+    register(this);
   }
 
   child(...values: string[]): HistogramChild {
@@ -225,10 +250,45 @@ export class HotHistogram {
   }
 }
 
+/** What a scrape-time gauge's `collect` sets. */
+export interface GaugeSetter {
+  set(value: number): void;
+  set(labels: Record<string, string>, value: number): void;
+  reset(): void;
+}
+
+class CollectedGauge implements GaugeSetter {
+  readonly type = 'gauge';
+  readonly aggregator = 'sum';
+  private values: MetricValue[] = [];
+
+  constructor(readonly name: string, readonly help: string, private readonly collect: (g: GaugeSetter) => void | Promise<void>) {
+    register(this);
+  }
+
+  set(a: number | Record<string, string>, b?: number): void {
+    const labels = typeof a === 'number' ? {} : a;
+    const value = typeof a === 'number' ? a : b!;
+    const key = JSON.stringify(labels);
+    const i = this.values.findIndex((v) => JSON.stringify(v.labels) === key);
+    if (i >= 0) this.values[i] = { value, labels };
+    else this.values.push({ value, labels });
+  }
+
+  reset(): void {
+    this.values = [];
+  }
+
+  async get() {
+    this.values = [];
+    await this.collect(this);
+    return { name: this.name, help: this.help, type: this.type, values: this.values, aggregator: this.aggregator };
+  }
+}
+
 /** A gauge read when scraped (`collect` sets its values): nothing to update on any path. */
-export function gauge(name: string, help: string, labelNames: string[], collect: (g: PromClient.Gauge) => void | Promise<void>): PromClient.Gauge {
-  registry.removeSingleMetric(name); // made again (a component re-created in one process): the newest reads
-  return new prom.Gauge({ name, help, labelNames, registers: [registry], collect() { return collect(this); } });
+export function gauge(name: string, help: string, _labelNames: string[], collect: (g: GaugeSetter) => void | Promise<void>): void {
+  new CollectedGauge(name, help, collect);
 }
 
 
@@ -258,7 +318,7 @@ const encoder = new TextEncoder();
  * regroups text.
  */
 export async function metricsSnapshot(): Promise<Uint8Array> {
-  return encoder.encode(await registry.metrics());
+  return encoder.encode(await promRegistry().metrics());
 }
 
 /**

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { RequestStrategy } from 'nats';
 import { decodeJson, type NatsConnection } from '../../shared/nats.js';
 import {
-  gauge, HotCounter, HotGauge, HotHistogram, mergeExpositions, natsRequestDuration, prom, SLOW_BUCKETS, secondsSince,
+  gauge, HotCounter, HotGauge, HotHistogram, mergeExpositions, natsRequestDuration, PROMETHEUS_CONTENT_TYPE, SLOW_BUCKETS, secondsSince,
 } from '../../shared/metrics.js';
 import { ACTORS, runDir } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
@@ -114,7 +114,7 @@ export function createScraper(nc: NatsConnection, timeoutMs: number) {
   }
 
   return {
-    contentType: prom.Registry.PROMETHEUS_CONTENT_TYPE,
+    contentType: PROMETHEUS_CONTENT_TYPE,
     /** The merged answer: at most METRICS_MAX_AGE_MS old; concurrent scrapes share one gathering. */
     scrape(): Promise<string> {
       if (last && Date.now() - last.at < METRICS_MAX_AGE_MS) return Promise.resolve(last.text);
