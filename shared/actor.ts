@@ -8,7 +8,7 @@ import { readResolvedConfig, type HubConfig } from './config.js';
 import type { ActorHandlers, Handlers } from './contracts/index.js';
 import { serveGrpc, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
-import { initMetrics, metricsSnapshot, startProcessMetrics } from './metrics.js';
+import { initMetrics, metricsSnapshot } from './metrics.js';
 import { connectNats, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
 
@@ -104,6 +104,4 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
 
   await audit.publish('actor', 'start', { who: `actor:${actor}`, what: instance, outcome: 'ok', pid: process.pid });
   log.info({ event: 'actor.ready', instance, startupMs: Date.now() - startedAt }, 'ready');
-  // off the start-up path: an actor answers health checks before it loads the metrics library
-  setTimeout(startProcessMetrics, 100).unref();
 }

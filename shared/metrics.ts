@@ -7,11 +7,14 @@
 // histograms here are small classes of our own whose label children are created once, kept in nested Maps,
 // and updated with plain arithmetic; prom-client renders them (they implement its metric interface).
 //
-// prom-client itself (its registry, text format and Node process metrics) is loaded once the actor is
-// ready, not while it starts: loading it costs about as much as grpc-js, and an actor's restart time is
-// what /hub/health waits for. Metrics made before then are handed to the registry when it exists.
+// Of prom-client only the registry (and with it the text format) is loaded: its index also loads its
+// metric classes, pushgateway and OpenTelemetry exemplars, which cost each actor as much start-up time as
+// grpc-js (an actor's restart is what /hub/health waits for). The process metrics its
+// collectDefaultMetrics would add are made here, with its names, from the same Node sources.
+import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
+import { monitorEventLoopDelay, performance as perf, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
 import type * as PromClient from 'prom-client';
 
 /** Where this process runs: the host name for now (a `Hub.node_name` option may come later). */
@@ -34,30 +37,24 @@ function register(metric: Exportable): void {
   }
 }
 
-/** The registry, made (and prom-client loaded) at the first need: after start-up, or at the first scrape. */
+/** The registry (prom-client's, its module alone), made at the first scrape. */
 function promRegistry(): PromClient.Registry {
   if (registry) return registry;
-  // prom-client is CommonJS; required so its classes are the ones its registry checks against
-  const prom = createRequire(import.meta.url)('prom-client') as typeof PromClient;
-  registry = new prom.Registry();
+  // CommonJS, required by path: `require('prom-client')` would load every part of the library
+  const Registry = createRequire(import.meta.url)('prom-client/lib/registry') as typeof PromClient.Registry;
+  registry = new Registry();
   registry.setDefaultLabels(labels);
   for (const m of made.values()) registry.registerMetric(m as unknown as PromClient.Metric);
-  // CPU, memory, fds, GC, and event-loop lag (hub_nodejs_eventloop_lag_*): sampled by the runtime, read at scrape
-  if (labels.actor) prom.collectDefaultMetrics({ register: registry, prefix: 'hub_' });
   return registry;
 }
 
 /**
  * Called once by shared/actor.ts: labels every series with actor and node (and `replica` for an actor that
- * runs several times on one node, such as extra gateways).
+ * runs several times on one node, such as extra gateways), and starts the process metrics.
  */
 export function initMetrics(actor: string, replica = ''): void {
   labels = replica ? { actor, node: NODE_NAME, replica } : { actor, node: NODE_NAME };
-}
-
-/** Loads prom-client and starts Node's process metrics: called once the actor is ready. */
-export function startProcessMetrics(): void {
-  promRegistry();
+  processMetrics();
 }
 
 /** Seconds since `start` (a `performance.now()` reading). */
@@ -258,11 +255,10 @@ export interface GaugeSetter {
 }
 
 class CollectedGauge implements GaugeSetter {
-  readonly type = 'gauge';
   readonly aggregator = 'sum';
   private values: MetricValue[] = [];
 
-  constructor(readonly name: string, readonly help: string, private readonly collect: (g: GaugeSetter) => void | Promise<void>) {
+  constructor(readonly name: string, readonly help: string, private readonly collect: (g: GaugeSetter) => void | Promise<void>, readonly type: 'gauge' | 'counter' = 'gauge') {
     register(this);
   }
 
@@ -291,6 +287,63 @@ export function gauge(name: string, help: string, _labelNames: string[], collect
   new CollectedGauge(name, help, collect);
 }
 
+
+// ---- the process: CPU, memory, event loop, GC (prom-client's default names, prefixed hub_) ------------------
+
+function processMetrics(): void {
+  const startSeconds = Math.round(Date.now() / 1000 - process.uptime());
+  gauge('hub_process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', [], (g) => g.set(startSeconds));
+  let cpuBase = process.cpuUsage();
+  const cpu = { user: 0, system: 0 };
+  const cpuNow = () => {
+    const now = process.cpuUsage();
+    cpu.user += (now.user - cpuBase.user) / 1e6;
+    cpu.system += (now.system - cpuBase.system) / 1e6;
+    cpuBase = now;
+  };
+  // counters read at scrape time: exported as counters, filled by collect
+  new CollectedGauge('hub_process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', (g) => { cpuNow(); g.set(cpu.user); }, 'counter');
+  new CollectedGauge('hub_process_cpu_system_seconds_total', 'Total system CPU time spent in seconds.', (g) => g.set(cpu.system), 'counter');
+  new CollectedGauge('hub_process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', (g) => g.set(cpu.user + cpu.system), 'counter');
+  gauge('hub_process_resident_memory_bytes', 'Resident memory size in bytes.', [], (g) => g.set(process.memoryUsage.rss()));
+  gauge('hub_process_open_fds', 'Number of open file descriptors.', [], (g) => {
+    try {
+      g.set(readdirSync('/proc/self/fd').length - 1);
+    } catch {
+      // not Linux: left out
+    }
+  });
+  gauge('hub_nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', [], (g) => g.set(process.memoryUsage().heapUsed));
+  gauge('hub_nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', [], (g) => g.set(process.memoryUsage().heapTotal));
+  gauge('hub_nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', [], (g) => g.set(process.memoryUsage().external));
+  gauge('hub_nodejs_active_handles_total', 'Number of active libuv handles.', [], (g) => g.set((process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles().length));
+
+  // Event-loop lag: sampled by the runtime (no JavaScript timer), read at scrape.
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  const lag = (name: string, help: string, read: () => number) => gauge(name, help, [], (g) => g.set(read() / 1e9));
+  lag('hub_nodejs_eventloop_lag_seconds', 'Event-loop lag (mean since the last scrape) in seconds.', () => delay.mean || 0);
+  lag('hub_nodejs_eventloop_lag_p50_seconds', 'The 50th percentile of the event-loop lag since the last scrape.', () => delay.percentile(50));
+  lag('hub_nodejs_eventloop_lag_p90_seconds', 'The 90th percentile of the event-loop lag since the last scrape.', () => delay.percentile(90));
+  lag('hub_nodejs_eventloop_lag_p99_seconds', 'The 99th percentile of the event-loop lag since the last scrape.', () => delay.percentile(99));
+  lag('hub_nodejs_eventloop_lag_max_seconds', 'The longest event-loop lag since the last scrape.', () => {
+    const max = delay.max;
+    delay.reset(); // each scrape sees the window since the one before (read last: the max is the final gauge read)
+    return max;
+  });
+  let elu: EventLoopUtilization = perf.eventLoopUtilization();
+  gauge('hub_nodejs_eventloop_utilization', 'Share of time the event loop was busy since the last scrape (0 to 1).', [], (g) => {
+    const now = perf.eventLoopUtilization();
+    g.set(perf.eventLoopUtilization(now, elu).utilization);
+    elu = now;
+  });
+
+  const gc = new HotHistogram('hub_nodejs_gc_duration_seconds', 'Garbage collection duration by kind (major, minor, incremental, weakcb).', ['kind'], [0.001, 0.01, 0.1, 1, 2, 5]);
+  const KINDS: Record<number, HistogramChild> = { 1: gc.child('minor'), 2: gc.child('major'), 4: gc.child('incremental'), 8: gc.child('weakcb') };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) KINDS[(e as { detail?: { kind?: number } }).detail?.kind ?? 0]?.observe(e.duration / 1000);
+  }).observe({ entryTypes: ['gc'] });
+}
 
 // ---- metrics every actor has -------------------------------------------------------------------------
 
