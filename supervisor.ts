@@ -115,7 +115,7 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 }
 
 async function start(config: HubConfig): Promise<void> {
-  const log = createLogger('supervisor', config.Hub.log_level);
+  const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -137,6 +137,8 @@ async function start(config: HubConfig): Promise<void> {
       supervisor_start: supervisorStart,
       children: Object.fromEntries(children.map((c) => [c.spec.id, c.pid ?? null])),
       starts: Object.fromEntries(children.filter((c) => c.pid).map((c) => [c.spec.id, processStart(c.pid!)])),
+      restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
+      failed: children.filter((c) => c.failed).map((c) => c.spec.id),
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;
@@ -207,7 +209,19 @@ async function start(config: HubConfig): Promise<void> {
  * `hub` and `hub start` run the hub; every other verb is handed to the command-line tool (cli/), loaded
  * only then, so the supervisor carries none of it.
  */
-async function main(argv: string[]): Promise<number> {
+/** `--log-level X` and `--log-level=X` are `--Hub.log_level=X`. */
+function logLevelFlag(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--log-level') out.push(`--Hub.log_level=${argv[++i] ?? ''}`);
+    else if (argv[i].startsWith('--log-level=')) out.push(`--Hub.log_level=${argv[i].slice('--log-level='.length)}`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
+
+async function main(rawArgv: string[]): Promise<number> {
+  const argv = logLevelFlag(rawArgv);
   const { commandOf, parseArgs, UsageError } = await import('./cli/args.js');
   if (commandOf(argv) !== 'start') {
     const { runCli } = await import('./cli/main.js');

@@ -8,6 +8,7 @@ import { readResolvedConfig, type HubConfig } from './config.js';
 import type { ActorHandlers, Handlers } from './contracts/index.js';
 import { serveGrpc, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
+import { initMetrics, metricsSnapshot } from './metrics.js';
 import { connectNats, decodeJson, encodeJson, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
@@ -52,7 +53,8 @@ export interface ActorOptions {
 
 export async function runActor<A extends ActorName>(actor: A, setup: (ctx: ActorContext) => Promise<ActorParts<A>>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
-  const log = createLogger(actor, config.Hub.log_level);
+  const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format);
+  initMetrics(actor, options.grpcInstance?.(config));
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
   const startedAt = Date.now();
   process.on('uncaughtException', (err) => {
@@ -77,7 +79,8 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   });
   const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
   const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc } as unknown as Handlers<A>, log);
-  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, pid: String(process.pid) });
+  // `metrics` is asked of every replica (its own queue group), so the gateway's scrape sees them all
+  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, pid: String(process.pid) }, { metrics: metricsSnapshot }, instance);
 
   let stopping: Promise<void> | undefined;
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {

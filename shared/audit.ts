@@ -1,21 +1,83 @@
-// Audit events: every state change, published on hub.audit.<entity>.<verb> and retained in the
-// HUB_AUDIT JetStream stream, so an operator can `nats sub 'hub.audit.>'` or replay history.
+// Audit events: every state change and every security decision (including refusals), published on
+// hub.audit.<entity>.<verb> and retained in the HUB_AUDIT JetStream stream, so an operator can
+// `nats sub 'hub.audit.>'` or replay history. One schema, versioned (`v`), documented in the README
+// ("Operating it"); `hub audit` reads it.
 import { RetentionPolicy, StorageType, nanos, type JetStreamClient } from 'nats';
+import { currentRequest, type RequestContext } from './context.js';
 import type { Logger } from './log.js';
+import { HotHistogram, NODE_NAME, outcomeOf, secondsSince, SLOW_BUCKETS, type HistogramChild } from './metrics.js';
 import { encodeJson, type NatsConnection } from './nats.js';
 import { AUDIT_STREAM, subjects } from './subjects.js';
 
-export interface AuditEvent {
-  /** who did it: `user:<name>`, `service:<name>`, `actor:<name>` or `anonymous` */
+export const AUDIT_SCHEMA_VERSION = 1;
+
+/** One stored audit event (schema v1). */
+export interface AuditRecord {
+  v: typeof AUDIT_SCHEMA_VERSION;
+  /** ISO 8601, when the publisher recorded it */
+  time: string;
+  /** `<entity>.<verb>`, the subject's last two tokens: `server.start`, `login.failure`, `access.denied` */
+  type: string;
+  /** who asked: `user:<name>`, `service:<name>`, `oauth:<client id>`, `anonymous`, or `actor:<actor>` when the hub acted on its own */
   who: string;
-  /** what it was done to, e.g. the user or server name */
+  /** what it was done to (a user, `user:server`, a token id, a route...); '' when nothing in particular */
+  what: string;
+  outcome: 'ok' | 'failed' | 'denied';
+  /** why, for failures and refusals (and some changes: `logout`, `exited`); null otherwise */
+  reason: string | null;
+  /** the client's address as the gateway saw it, when a request caused it */
+  client: string | null;
+  /** the request it belongs to (X-Request-Id, or the gateway's own id), when a request caused it */
+  request_id: string | null;
+  /** the actor that published it, and where it runs */
+  actor: string;
+  node: string;
+  /** facts of this type (scopes, pid, ...), never a secret */
+  details: Record<string, unknown>;
+}
+
+/** What a publisher says; the rest comes from the request being served (shared/context.ts). */
+export interface AuditEvent {
+  /** who asked; default: the request's `who`, else `actor:<publisher>` */
+  who?: string;
   what?: string;
   outcome: 'ok' | 'failed' | 'denied';
+  reason?: string;
+  /** the request, when the publisher is not inside a served call (the gateway says it explicitly) */
+  request?: RequestContext;
+  /** the client's address, when known better than the request's (a login's remote address) */
+  client?: string;
+  /** anything else becomes `details` */
   [detail: string]: unknown;
 }
 
 export interface AuditPublisher {
   publish(entity: string, verb: string, event: AuditEvent): Promise<void>;
+}
+
+/** Keys never stored in details, whatever a publisher passes. */
+const SECRET_KEY = /^(token|access_token|refresh_token|api_token|id_token)$|secret|password|cookie|authorization|verifier|^code$/i;
+
+/** The record a publisher's event becomes (exported for tests and `hub audit`). */
+export function auditRecord(entity: string, verb: string, event: AuditEvent, actor: string, context = currentRequest()): AuditRecord {
+  const { who, what, outcome, reason, request, client, ...rest } = event;
+  const ctx = request ?? context;
+  const details: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(rest)) if (v !== undefined && !SECRET_KEY.test(k)) details[k] = v;
+  return {
+    v: AUDIT_SCHEMA_VERSION,
+    time: new Date().toISOString(),
+    type: `${entity}.${verb}`,
+    who: who || ctx?.who || `actor:${actor}`,
+    what: what ?? '',
+    outcome,
+    reason: reason ?? null,
+    client: client || ctx?.client || null,
+    request_id: ctx?.requestId ?? null,
+    actor,
+    node: NODE_NAME,
+    details,
+  };
 }
 
 /** Makes sure the stream exists (idempotent, safe for several actors at once). */
@@ -39,15 +101,22 @@ export async function ensureAuditStream(nc: NatsConnection, retentionDays: numbe
   }
 }
 
+const publishDuration = new HotHistogram('hub_audit_publish_duration_seconds',
+  'Time to store one audit event in the HUB_AUDIT stream (a JetStream publish), by outcome', ['outcome'], SLOW_BUCKETS);
+
 export function createAuditPublisher(nc: NatsConnection, actor: string, log: Logger): AuditPublisher {
   const js: JetStreamClient = nc.jetstream();
+  const ok: HistogramChild = publishDuration.child('ok');
   return {
     async publish(entity, verb, event) {
       const subject = subjects.audit(entity, verb);
-      const body = { ...event, entity, verb, actor, at: new Date().toISOString() };
+      const record = auditRecord(entity, verb, event, actor);
+      const start = performance.now();
       try {
-        await js.publish(subject, encodeJson(body));
+        await js.publish(subject, encodeJson(record));
+        ok.observe(secondsSince(start));
       } catch (e) {
+        publishDuration.observe([outcomeOf(e)], secondsSince(start));
         // The state change already happened; losing its audit line must be loud, not fatal.
         log.error({ event: 'audit.publish.failed', subject, err: (e as Error).message }, 'audit event not stored');
       }

@@ -4,9 +4,11 @@
 import { existsSync, unlinkSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { currentRequest, runForRequest, type RequestContext } from './context.js';
 import type { CallContext, CallOptions, Client, Handlers, ServiceActor } from './contracts/index.js';
 import { asHubError, errors, fromGrpcStatus, toGrpcStatus } from './errors.js';
 import type { Logger } from './log.js';
+import { grpcClientDuration, grpcServerDuration, outcomeOf, secondsSince, type HistogramChild } from './metrics.js';
 import { PROTO_DIR } from './paths.js';
 
 /** 'proxy-router' → file proxy_router.proto, package hub.proxy_router.v1, service ProxyRouter. */
@@ -34,6 +36,10 @@ function serviceConstructor(actor: string): grpc.ServiceClientConstructor {
 /** Metadata key carrying the caller's absolute deadline: gRPC's own is relative and restarts its clock at the
  * receiver, so a request that waited in a stopped or busy process would look fresh (epoch ms, same-host clocks). */
 const DEADLINE_KEY = 'hub-deadline-ms';
+/** Metadata keys of the request context (shared/context.ts), next to the deadline. */
+const REQUEST_ID_KEY = 'hub-request-id';
+const WHO_KEY = 'hub-who';
+const CLIENT_KEY = 'hub-client';
 
 /** Serves `handlers` (one per rpc of the actor's service) on a unix socket; HubErrors travel as gRPC statuses. */
 export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: string, handlers: Handlers<A>, log: Logger): Promise<grpc.Server> {
@@ -43,18 +49,24 @@ export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: st
   for (const method of Object.keys(ctor.service)) {
     const handle = table[method];
     if (!handle) throw new Error(`${actor}: no handler for rpc ${method}`);
+    const okTimer = grpcServerDuration.child(method, 'ok');
     impl[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, done: grpc.sendUnaryData<unknown>) => {
+      const start = performance.now();
       const fail = (e: unknown) => {
         const err = asHubError(e);
         if (err.status >= 500 && err.status !== 504) log.error({ event: 'grpc.handler.failed', method, err: e }, 'rpc failed');
+        grpcServerDuration.observe([method, outcomeOf(err)], secondsSince(start));
         done({ ...toGrpcStatus(err), name: 'HubError', message: err.message } as grpc.ServiceError);
       };
       const context = callContext(call);
       // The caller gave up while the request waited: do nothing it could no longer learn about.
       if (context.cancelled) return fail(errors.timeout(`${actor}.${method}`));
-      Promise.resolve()
+      const run = () => Promise.resolve()
         .then(() => handle(call.request, context))
-        .then((reply) => done(null, reply as object), fail);
+        .then((reply) => { okTimer.observe(secondsSince(start)); done(null, reply as object); }, fail);
+      // Only calls made for a request enter its context (Pings and the like stay out of async hooks' way).
+      if (context.request) runForRequest(context.request, run);
+      else void run();
     };
   }
   const server = new grpc.Server();
@@ -70,12 +82,22 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext 
   const own = call.getDeadline();
   const relative = own instanceof Date ? own.getTime() : Number.isFinite(own) ? Number(own) : Infinity;
   const deadline = Math.min(Number.isFinite(sent) && sent > 0 ? sent : Infinity, relative);
+  const requestId = call.metadata.get(REQUEST_ID_KEY)[0];
+  const request: RequestContext | undefined = typeof requestId === 'string' && requestId
+    ? { requestId, who: metadataString(call.metadata, WHO_KEY), client: metadataString(call.metadata, CLIENT_KEY) }
+    : undefined;
   return {
     deadline,
+    request,
     get cancelled() {
       return call.cancelled || Date.now() >= deadline;
     },
   };
+}
+
+function metadataString(metadata: grpc.Metadata, key: string): string | undefined {
+  const v = metadata.get(key)[0];
+  return typeof v === 'string' && v ? v : undefined;
 }
 
 const lowerFirst = (s: string) => s[0].toLowerCase() + s.slice(1);
@@ -93,14 +115,31 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
   const typed: Record<string, unknown> = { close: () => client.close() };
   for (const method of Object.keys(ctor.service)) {
     const fn = client[method];
+    const okTimer: HistogramChild = grpcClientDuration.child(actor, method, 'ok');
     typed[lowerFirst(method)] = (request: object, options: CallOptions = {}) => {
       const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;
       if (Date.now() >= deadline) return Promise.reject(errors.timeout(`${actor}.${method}`));
       const metadata = new grpc.Metadata();
       metadata.set(DEADLINE_KEY, String(deadline));
+      // the request this call serves: said by the gateway, implicit inside an actor's handler
+      const context = options.request ?? currentRequest();
+      if (context) {
+        metadata.set(REQUEST_ID_KEY, context.requestId);
+        if (context.who) metadata.set(WHO_KEY, context.who);
+        if (context.client) metadata.set(CLIENT_KEY, context.client);
+      }
+      const start = performance.now();
       return new Promise((resolve, reject) => {
-        fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) =>
-          e ? reject(fromGrpcStatus(e, actor)) : resolve(reply));
+        fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => {
+          if (e) {
+            const err = fromGrpcStatus(e, actor);
+            grpcClientDuration.observe([actor, method, outcomeOf(err)], secondsSince(start));
+            reject(err);
+          } else {
+            okTimer.observe(secondsSince(start));
+            resolve(reply);
+          }
+        });
       });
     };
   }
@@ -115,4 +154,4 @@ export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<v
 }
 
 /** Call options for a call allowed `ms` from now (for calls that legitimately take longer than one rpc_timeout). */
-export const within = (ms: number): CallOptions => ({ deadline: Date.now() + ms });
+export const within = (ms: number, base: CallOptions = {}): CallOptions => ({ ...base, deadline: Date.now() + ms });

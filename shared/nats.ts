@@ -3,6 +3,7 @@
 import { connect, headers as natsHeaders, RequestStrategy, type NatsConnection, type ServiceMsg, type Service } from 'nats';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
+import { natsRequestDuration, outcomeOf, secondsSince } from './metrics.js';
 import { natsServiceName, subjects, type EventChange, type EventEntity } from './subjects.js';
 
 export type { NatsConnection };
@@ -36,13 +37,17 @@ export async function connectNats(url: string, name: string, log: Logger, onStat
 
 /** A JSON request to an actor's NATS endpoint; errors come back as HubErrors (503 when nobody listens, 504 on timeout). */
 export async function requestJson<T>(nc: NatsConnection, subject: string, payload: unknown, timeoutMs: number): Promise<T> {
+  const start = performance.now();
   let reply;
   try {
     reply = await nc.request(subject, encodeJson(payload), { timeout: timeoutMs });
   } catch (e) {
-    throw fromNatsRequestError(e, subject);
+    const err = fromNatsRequestError(e, subject);
+    natsRequestDuration.observe([subject, outcomeOf(err)], secondsSince(start));
+    throw err;
   }
   const err = fromNatsReply(reply.headers);
+  natsRequestDuration.observe([subject, err ? outcomeOf(err) : 'ok'], secondsSince(start));
   if (err) throw err;
   return decodeJson<T>(reply.data);
 }
@@ -90,17 +95,24 @@ export type NatsHandler = (payload: unknown, msg: ServiceMsg) => Promise<unknown
  */
 export async function serveNats(
   nc: NatsConnection, actor: string, version: string, endpoints: Record<string, NatsHandler>, log: Logger, metadata: Record<string, string> = {},
+  /** endpoints every replica answers (scatter-gather): each in a queue group of its own, named `instance` */
+  everyReplica: Record<string, NatsHandler> = {}, instance = '',
 ): Promise<Service> {
   const service = await nc.services.add({ name: natsServiceName(actor), version, queue: `hub-${actor}`, metadata });
   const group = service.addGroup(subjects.commandGroup(actor));
-  for (const [verb, handle] of Object.entries(endpoints)) {
-    group.addEndpoint(verb, async (err, msg) => {
+  const all = [
+    ...Object.entries(endpoints).map(([verb, handle]) => [verb, handle, undefined] as const),
+    ...Object.entries(everyReplica).map(([verb, handle]) => [verb, handle, instance || undefined] as const),
+  ];
+  for (const [verb, handle, queue] of all) {
+    group.addEndpoint(verb, { queue, handler: async (err, msg) => {
       if (err) {
         log.warn({ event: 'nats.endpoint.error', verb, err: err.message }, 'nats endpoint error');
         return;
       }
       try {
-        msg.respond(encodeJson(await handle(msg.data.length ? decodeJson(msg.data) : null, msg)));
+        const reply = await handle(msg.data.length ? decodeJson(msg.data) : null, msg);
+        msg.respond(reply instanceof Uint8Array ? reply : encodeJson(reply)); // bytes go as they are
       } catch (e) {
         const hubErr = asHubError(e);
         if (hubErr.status >= 500) log.error({ event: 'nats.handler.failed', verb, err: e }, 'handler failed');
@@ -108,7 +120,7 @@ export async function serveNats(
         for (const [k, v] of Object.entries(toNatsHeaders(hubErr))) h.set(k, v);
         msg.respond(encodeJson({ status: hubErr.status, message: hubErr.message }), { headers: h });
       }
-    });
+    } });
   }
   return service;
 }

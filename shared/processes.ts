@@ -11,6 +11,9 @@ export interface ProcessesRecord {
   children: Record<string, number | null>;
   /** each child's start time from /proc, so a recycled pid is never taken for a leftover */
   starts?: Record<string, string>;
+  /** restarts of each child since the hub started, and those given up on (read by the gateway's /hub/metrics) */
+  restarts?: Record<string, number>;
+  failed?: string[];
 }
 
 export function processesFile(dataDir: string): string {

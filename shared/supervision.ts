@@ -45,6 +45,8 @@ export class SupervisedChild {
   private stopping = false;
   failed = false;
   private readonly messageListeners: ((message: unknown) => void)[] = [];
+  /** times this child was started again after dying */
+  restarts = 0;
 
   constructor(
     readonly spec: ChildSpec,
@@ -102,7 +104,9 @@ export class SupervisedChild {
     this.log.info({ event: 'child.restart_scheduled', child: this.spec.id, delayMs, attempt: this.attempt }, `restarting ${this.spec.id}`);
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null;
-      if (!this.stopping) this.start();
+      if (this.stopping) return;
+      this.restarts++;
+      this.start();
     }, delayMs);
   }
 

@@ -11,6 +11,8 @@ import { CookieSealer } from '../../shared/cookies.js';
 import { errors, HubError } from '../../shared/errors.js';
 import { cap, type Logger } from '../../shared/log.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
+import { secondsSince } from '../../shared/metrics.js';
+import { loginDuration } from './login.js';
 import type { AuthStore, SessionRow } from './store.js';
 
 /** Largest answer read from the provider: token and user-info replies are a few hundred bytes. */
@@ -204,10 +206,12 @@ export function createExternalLogin({ config, store, audit, log, ensureUser, ope
     async complete(r: { code: string; code_verifier: string; remote_addr: string }) {
       requireOauth();
       const deadline = Date.now() + COMPLETE_DEADLINE_FACTOR * rpcMs - MARGIN_MS;
-      const who = `anonymous@${r.remote_addr}`;
+      const start = performance.now();
+      const who = 'anonymous';
       const refused = (reason: string, message: string, name = '') => {
         log.info({ event: 'external.login.refused', user: name || undefined, reason }, 'external login refused');
-        void audit.publish('login', 'attempt', { who, what: name, outcome: 'denied', via: 'oauth', reason });
+        loginDuration.observe(['failure'], secondsSince(start));
+        void audit.publish('login', 'failure', { who, what: name, outcome: 'denied', via: 'oauth', reason, client: r.remote_addr });
         return denied(message);
       };
       if (!r.code || r.code.length > 4096) return refused('no code', 'The identity provider sent no usable code. Please try again.');
@@ -222,7 +226,8 @@ export function createExternalLogin({ config, store, audit, log, ensureUser, ope
       const sessionId = await openSession(name.value);
       await store.transaction(() => store.putExternalToken(sessionId, seal(tokens.value)));
       log.info({ event: 'external.login', user: name.value }, 'logged in through the identity provider');
-      void audit.publish('login', 'success', { who: `user:${name.value}`, what: name.value, outcome: 'ok', via: 'oauth', remote_addr: r.remote_addr });
+      loginDuration.observe(['success'], secondsSince(start));
+      void audit.publish('login', 'success', { who: `user:${name.value}`, what: name.value, outcome: 'ok', via: 'oauth', client: r.remote_addr });
       return { ok: true, name: name.value, session_id: sessionId, message: '', retry_after: 0 };
     },
 

@@ -151,7 +151,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       const name = rename ?? r.name;
       if (rename) {
         pendingActivity.delete(r.name);
-        announce('user', 'deleted', { name: r.name, renamed_to: rename });
+        announce('user', 'deleted', { name: r.name, renamed_to: rename, by: r.by });
         announce('user', 'created', { name: rename, renamed_from: r.name });
       } else {
         announce('user', 'updated', { name });
@@ -163,7 +163,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
     async deleteUser(r: { name: string; by: string }) {
       if (!(await store.transaction(() => store.deleteUser(r.name)))) throw errors.notFound(`No such user: ${r.name}`, 'HUB_ERR_USER_NOT_FOUND');
       pendingActivity.delete(r.name);
-      announce('user', 'deleted', { name: r.name });
+      announce('user', 'deleted', { name: r.name, by: r.by });
       void audit.publish('user', 'delete', { who: r.by, what: r.name, outcome: 'ok' });
       return {};
     },

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors } from '../../shared/errors.js';
+import { HotHistogram, SLOW_BUCKETS, secondsSince } from '../../shared/metrics.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow } from '../../shared/time.js';
 import type { Announce } from '../../shared/nats.js';
@@ -27,6 +28,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const got = await scrypt(password, Buffer.from(salt, 'hex'), want.length, { N: Number(n), r: Number(r), p: Number(p), maxmem: SCRYPT.maxmem });
   return got.length === want.length && timingSafeEqual(got, want);
 }
+
+export const loginDuration = new HotHistogram('hub_login_duration_seconds',
+  'Login attempts (form and identity provider), by status: success or failure', ['status'], SLOW_BUCKETS);
+const loginOk = loginDuration.child('success');
+const loginFailed = loginDuration.child('failure');
 
 /** A password hash to compare against when the user has none, so timing does not tell who exists. */
 const DECOY = hashPassword(randomBytes(16).toString('hex'));
@@ -99,24 +105,44 @@ export function createLoginHandlers({ config, store, audit, announce, ensureUser
     openSession,
 
     async authenticate(r: { username: string; password: string; remote_addr: string }) {
+      const start = performance.now();
       const name = normalizeUsername((r.username ?? '').trim());
-      if (!name || invalidNameReason(name) || typeof r.password !== 'string' || r.password.length > 4096) return denied();
-      if (config.Hub.authenticator_class === 'oauth') return denied('This hub logs in through its identity provider');
+      const failure = (reason: string, outcome: 'failed' | 'denied' = 'failed') => {
+        loginFailed.observe(secondsSince(start));
+        void audit.publish('login', 'failure', { who: 'anonymous', what: name.slice(0, 100), outcome, reason, client: r.remote_addr });
+      };
+      if (!name || invalidNameReason(name) || typeof r.password !== 'string' || r.password.length > 4096) {
+        failure('invalid user name or password');
+        return denied();
+      }
+      if (config.Hub.authenticator_class === 'oauth') {
+        failure('form login with an identity provider configured', 'denied');
+        return denied('This hub logs in through its identity provider');
+      }
       const keys = [`user:${name}`, `addr:${r.remote_addr}`];
       const wait = await lockedFor(keys);
       if (wait > 0) {
-        void audit.publish('login', 'attempt', { who: `anonymous@${r.remote_addr}`, what: name, outcome: 'denied', reason: 'locked out' });
+        failure('locked out', 'denied');
         return { ...denied(`Too many failed logins. Try again in ${wait} seconds.`), retry_after: wait };
       }
-      if (!(await checkCredentials(name, r.password)) || !isAllowed(name)) {
+      const valid = await checkCredentials(name, r.password);
+      if (!valid || !isAllowed(name)) {
         await store.transaction(() => store.recordFailure(keys, Date.now()));
-        void audit.publish('login', 'attempt', { who: `anonymous@${r.remote_addr}`, what: name, outcome: 'failed' });
+        failure(valid ? 'not an allowed user' : 'invalid credentials');
+        // the failure that reaches the limit starts a lockout: a security decision of its own
+        const lockout = await lockedFor(keys);
+        if (lockout > 0) {
+          void audit.publish('login', 'lockout', {
+            who: 'anonymous', what: name, outcome: 'denied', reason: `${P.failed_login_limit} failed logins`, client: r.remote_addr, seconds: lockout,
+          });
+        }
         return denied();
       }
       await store.transaction(() => store.clearFailures(keys[0]));
       await ensureUser(name, isAdmin(name));
       const sessionId = await openSession(name);
-      void audit.publish('login', 'success', { who: `user:${name}`, what: name, outcome: 'ok', remote_addr: r.remote_addr });
+      loginOk.observe(secondsSince(start));
+      void audit.publish('login', 'success', { who: `user:${name}`, what: name, outcome: 'ok', client: r.remote_addr });
       return { ok: true, name, session_id: sessionId, message: '', retry_after: 0 };
     },
 

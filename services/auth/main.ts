@@ -1,6 +1,7 @@
 // The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
 import { runActor } from '../../shared/actor.js';
 import { storePath } from '../../shared/paths.js';
+import { gauge } from '../../shared/metrics.js';
 import { createAnnouncer } from '../../shared/nats.js';
 import { createAuthHandlers, userEnsurer } from './handlers.js';
 import { createExternalLogin, providerConfigProblems } from './external.js';
@@ -33,6 +34,23 @@ await runActor('auth', async (ctx) => {
   const external = createExternalLogin({ config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, openSession: login.openSession });
   const prune = setInterval(() => void login.prune(), 600_000);
   prune.unref();
+
+  // Users and active users (24h, 7d, 30d), counted by one query at most once a minute (the established
+  // hub recounts hourly): a scrape never makes the auth actor scan its users table.
+  const PERIODS = [['24h', 86_400_000], ['7d', 7 * 86_400_000], ['30d', 30 * 86_400_000]] as const;
+  let counts: { total: number; active: number[] } | null = null;
+  let countedAt = 0;
+  const recount = async () => {
+    if (Date.now() - countedAt < 60_000 && counts) return counts;
+    countedAt = Date.now();
+    counts = await store.userCounts(PERIODS.map(([, ms]) => new Date(Date.now() - ms).toISOString()));
+    return counts;
+  };
+  gauge('hub_total_users', 'Users in the hub', [], async (g) => g.set((await recount()).total));
+  gauge('hub_active_users', 'Users active within a period (24h, 7d, 30d), recounted at most once a minute', ['period'], async (g) => {
+    const c = await recount();
+    PERIODS.forEach(([period], i) => g.set({ period }, c.active[i]));
+  });
 
   // Configured admins exist and are admins from the first start on.
   for (const name of ctx.config.Authenticator.admin_users) {

@@ -121,6 +121,13 @@ export class AuthStore {
     return this.db.get<UserRow>('SELECT * FROM users WHERE name = ?', [name]);
   }
 
+  /** How many users there are, and how many were active since each of `since` (ISO times). */
+  async userCounts(since: string[]): Promise<{ total: number; active: number[] }> {
+    const sums = since.map((_, i) => `SUM(CASE WHEN last_activity >= ? THEN 1 ELSE 0 END) AS a${i}`).join(', ');
+    const row = await this.db.get<Record<string, number | null>>(`SELECT COUNT(*) AS total${sums ? `, ${sums}` : ''} FROM users`, since);
+    return { total: row?.total ?? 0, active: since.map((_, i) => row?.[`a${i}`] ?? 0) };
+  }
+
   async getUsers(names: string[]): Promise<UserRow[]> {
     if (!names.length) return [];
     return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);

@@ -1,11 +1,18 @@
 // The gateway's front door: one uWS app, one dispatch. /hub/api answers JSON; other paths get pages.
+// Every request the hub answers itself ends in one place (`finished`): its log line, its duration
+// histogram, and the audit event of a refusal.
 import uWS from 'uWebSockets.js';
 import { HUB_VERSION, type ActorContext } from '../../shared/actor.js';
 import { asHubError, errors, type HubError } from '../../shared/errors.js';
-import { cap } from '../../shared/log.js';
+import { cap, levelForStatus } from '../../shared/log.js';
+import { secondsSince } from '../../shared/metrics.js';
+import { hasScope } from '../../shared/scopes.js';
+import type { Identity } from './caches.js';
 import type { createHealthChecker } from './health.js';
-import { checkRequestText, errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import { checkRequestText, errorPage, hasBody, readBody, Reply, requestContext, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import { requestDuration, type Scraper } from './metrics.js';
 import type { Proxy } from './proxy/index.js';
+import { missingCredentials } from './api/router.js';
 import { securityHeaders, STATIC_ASSETS } from './web/html.js';
 
 export interface GatewayDeps {
@@ -16,6 +23,9 @@ export interface GatewayDeps {
   pages: (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<boolean>;
   /** paths outside /hub: forwarded to their route's target (HTTP and WebSocket) */
   proxy: Proxy;
+  /** who a request comes from (token or login cookie), as the API identifies it */
+  identify: (info: RequestInfo) => Promise<Identity | null>;
+  scraper: Scraper;
 }
 
 type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void> | void;
@@ -29,9 +39,19 @@ function serveStatic(info: RequestInfo, reply: Reply): void {
   reply.send(200, info.method === 'HEAD' ? '' : asset.body, headers);
 }
 
-export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.TemplatedApp {
+/** Status codes as label values, made once. */
+const STATUS_LABEL: string[] = [];
+const statusLabel = (status: number) => (STATUS_LABEL[status] ??= String(status));
+
+/** Answers that are polled all day (health checks, scrapes) log at debug when they succeed. */
+const QUIET_ROUTES = new Set(['/hub/health', '/hub/metrics']);
+
+/** Refusals audited per second at most, per gateway: a flood of bad requests must not become a flood of stored events. */
+const DENIALS_PER_SECOND = 200;
+
+export function createApp({ ctx, health, api, pages, proxy, identify, scraper }: GatewayDeps): uWS.TemplatedApp {
   const maxBody = ctx.config.Hub.max_body_size;
-  const log = ctx.log;
+  const { log, audit } = ctx;
 
   const base = securityHeaders(ctx.config);
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
@@ -44,12 +64,61 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
         else reply.json(503, { status: 503, message: `actors not answering: ${report.missing.join(', ')}`, missing: report.missing, actors: report.actors });
       },
     },
+    '/hub/metrics': {
+      GET: async (info, reply) => {
+        if (ctx.config.Hub.authenticate_prometheus) {
+          const id = await identify(info);
+          if (!id) throw missingCredentials();
+          if (!hasScope(id.scopes, 'read:metrics')) throw errors.forbidden('Action is not authorized with current scopes; requires any of [read:metrics]');
+        }
+        reply.send(200, await scraper.scrape(), { 'Content-Type': scraper.contentType });
+      },
+    },
   };
 
   function fail(info: RequestInfo, reply: Reply, err: HubError): void {
-    if (err.status >= 500) log.error({ event: 'http.error', method: info.method, path: cap(info.path), status: err.status, err: err.cause ?? err }, 'request failed');
+    info.error = err;
+    if (err.status >= 500) log.error({ event: 'http.error', reqId: info.requestId, method: info.method, path: cap(info.path), status: err.status, err: err.cause ?? err }, 'request failed');
     if (wantsHtml(info)) reply.send(err.status, errorPage(err), { 'Content-Type': 'text/html; charset=utf-8', ...err.headers });
     else reply.error(err);
+  }
+
+  let denialWindow = 0;
+  let denialsInWindow = 0;
+  let suppressed = 0;
+
+  /** A refusal (403, or a 404 that hides a resource the requester may not see) is a security decision: audited. */
+  function auditDenial(info: RequestInfo, status: number): void {
+    const now = Date.now();
+    if (now - denialWindow >= 1000) {
+      if (suppressed) log.warn({ event: 'audit.denials_suppressed', count: suppressed }, 'refusals not audited (rate limit)');
+      denialWindow = now;
+      denialsInWindow = 0;
+      suppressed = 0;
+    }
+    if (++denialsInWindow > DENIALS_PER_SECOND) {
+      suppressed++;
+      return;
+    }
+    void audit.publish('access', 'denied', {
+      who: info.who, what: `${info.method} ${info.route}`, outcome: 'denied',
+      reason: cap(info.denyReason ?? info.error?.message ?? `status ${status}`, 200),
+      request: requestContext(info), path: cap(info.path, 200), status, code: info.error?.code,
+    });
+  }
+
+  function finished(info: RequestInfo, reply: Reply): void {
+    const status = reply.status || (reply.aborted ? 499 : 0);
+    const seconds = secondsSince(info.start);
+    requestDuration.child(info.method, info.route, statusLabel(status)).observe(seconds);
+    const level = status < 400 && QUIET_ROUTES.has(info.route) ? 'debug' : levelForStatus(status);
+    if (log.isLevelEnabled(level)) {
+      log[level]({
+        event: 'http.request', method: info.method, route: info.route, path: cap(info.path), status,
+        ms: Math.round(seconds * 1e4) / 10, reqId: info.requestId, user: info.who,
+      }, 'request');
+    }
+    if (!info.audited && (status === 403 || info.error?.code === 'HUB_ERR_NO_ACCESS')) auditDenial(info, status);
   }
 
   async function dispatch(info: RequestInfo, reply: Reply): Promise<void> {
@@ -64,6 +133,7 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
     const route = routes[path];
     if (!route && info.path.startsWith('/hub') && (await pages(info, reply, body))) return;
     if (!route) throw errors.notFound(`No such endpoint: ${cap(info.path, 100)}`);
+    info.route = path;
     const handler = route[info.method];
     if (!handler) throw errors.methodNotAllowed(`${info.method} is not allowed on ${cap(info.path, 100)}`);
     await handler(info, reply, body);
@@ -74,6 +144,11 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
     const reply = new Reply(res);
     reply.base = base;
     const info = snapshot(req, res);
-    dispatch(info, reply).catch((e) => fail(info, reply, asHubError(e)));
+    dispatch(info, reply).then(
+      () => finished(info, reply),
+      (e) => {
+        fail(info, reply, asHubError(e));
+        finished(info, reply);
+      });
   });
 }

@@ -5,6 +5,7 @@
 import type { HubError } from '../../shared/errors.js';
 import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { cacheKey } from '../../shared/secrets.js';
+import { identityHit, identityMiss } from './metrics.js';
 
 export interface Owner { kind: 'user' | 'service'; name: string }
 
@@ -56,8 +57,8 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
   /** in-flight resolutions, so a burst of requests with one new token asks once */
   const inflight = new Map<string, Promise<Identity | null>>();
 
-  async function ask(token: string, key: string): Promise<Identity | null> {
-    const r = await tokens.resolveToken({ token });
+  async function ask(token: string, key: string, requestId?: string): Promise<Identity | null> {
+    const r = await tokens.resolveToken({ token }, requestId ? { request: { requestId } } : undefined);
     if (!r.found) return null;
     const identity: Identity = { owner: r.owner as Owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
     cache.set(key, identity, r.expires_at_ms || Infinity);
@@ -65,13 +66,18 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
   }
 
   return {
-    async resolve(token: string): Promise<Identity | null> {
+    /** `requestId`: of the request that asks, passed to the tokens actor on a miss */
+    async resolve(token: string, requestId?: string): Promise<Identity | null> {
       const key = cacheKey(token);
       const hit = cache.get(key);
-      if (hit) return hit;
+      if (hit) {
+        identityHit.inc();
+        return hit;
+      }
+      identityMiss.inc();
       let p = inflight.get(key);
       if (!p) {
-        p = ask(token, key).finally(() => inflight.delete(key));
+        p = ask(token, key, requestId).finally(() => inflight.delete(key));
         inflight.set(key, p);
       }
       return p;

@@ -1,6 +1,8 @@
 // The gateway's HTTP plumbing on uWebSockets.js: a request snapshot taken before any await,
 // abort tracking, corked writes, bounded body reads, and one way to answer with an error.
 import uWS from 'uWebSockets.js';
+import { requestIdFor, type RequestContext } from '../../shared/context.js';
+import type { CallOptions } from '../../shared/contracts/index.js';
 import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
 import { decodeUtf8 } from '../../shared/json.js';
 import { escapeHtml, page } from './web/html.js';
@@ -15,6 +17,21 @@ export interface RequestInfo {
   query: string;
   headers: Record<string, string>;
   remoteAddress: string;
+  /** the client's X-Request-Id when sane, else a new one (shared/context.ts) */
+  requestId: string;
+  /** performance.now() when the request arrived */
+  start: number;
+  // Filled in as the request is answered, for its log line, its metrics and audit events:
+  /** the route pattern that answered (`/hub/api/users/:name`); `unmatched` until one does */
+  route: string;
+  /** who asked (`user:<name>`, `service:<name>`), once identified */
+  who: string;
+  /** the error it was answered with, if any */
+  error?: HubError;
+  /** a handler already published the audit event of this request's refusal (e.g. a failed login) */
+  audited?: boolean;
+  /** why a request was refused, when the handler answered a 403 itself */
+  denyReason?: string;
 }
 
 export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestInfo {
@@ -26,7 +43,16 @@ export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestIn
     query: req.getQuery() ?? '',
     headers,
     remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    requestId: requestIdFor(headers['x-request-id']),
+    start: performance.now(),
+    route: 'unmatched',
+    who: 'anonymous',
   };
+}
+
+/** The request as it travels to the actors (gRPC metadata) and into audit events. */
+export function requestContext(info: RequestInfo): RequestContext {
+  return { requestId: info.requestId, who: info.who, client: info.remoteAddress };
 }
 
 /** A response that knows whether the client went away; writes after that are dropped. */
@@ -35,6 +61,8 @@ export class Reply {
   done = false;
   /** headers of every answer the gateway gives itself (security headers); a handler's own headers of the same name win */
   base: Record<string, string> = {};
+  /** the status written (0 until then) */
+  status = 0;
 
   constructor(readonly res: uWS.HttpResponse) {
     res.onAborted(() => { this.aborted = true; });
@@ -44,6 +72,7 @@ export class Reply {
   send(status: number, body: string | Uint8Array, headers: Record<string, string> = {}, closeConnection = false, cookies: readonly string[] = []): void {
     if (this.aborted || this.done) return;
     this.done = true;
+    this.status = status;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       const own = new Set(Object.keys(headers).map((k) => k.toLowerCase()));
@@ -138,4 +167,9 @@ export function wantsHtml(info: RequestInfo): boolean {
 export function errorPage(err: HubError): string {
   const retry = err.status === 503 || err.status === 504 ? '<p class="muted">This is usually brief: try again in a moment.</p>' : '';
   return page(statusLine(err.status), `<p class="error" id="error-message">${escapeHtml(err.message)}</p>${retry}<p><a class="button" href="/hub/home">Back to the hub</a></p>`);
+}
+
+/** Options for the calls to actors made for this request. */
+export function callOf(info: RequestInfo): CallOptions {
+  return { request: requestContext(info) };
 }

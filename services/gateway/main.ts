@@ -6,11 +6,12 @@ import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson } from '../../shared/nats.js';
 import { grpcSocketPath } from '../../shared/paths.js';
 import { configuredServices, roleBook } from '../../shared/roles.js';
-import { createApi } from './api/index.js';
+import { createApi, createIdentify } from './api/index.js';
 import { createApp } from './app.js';
 import { createIdentityCache, createUserCache } from './caches.js';
 import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
+import { createScraper, supervisorGauges } from './metrics.js';
 import { createServerMirror } from './servers.js';
 import { createTokenActivity } from './token-activity.js';
 import { adminRoutes } from './web/admin.js';
@@ -63,14 +64,17 @@ await runActor('gateway', async (ctx) => {
 
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
-    config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config),
+    config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
     (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
-  const app = createApp({ ctx, health, api, pages, proxy });
+  // a scrape waits for every actor at most as long as /hub/health does
+  const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);
+  supervisorGauges(dataDir);
+  const app = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
   ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);

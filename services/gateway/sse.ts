@@ -13,6 +13,7 @@ export function startSse(reply: Reply, keepaliveMs: number): SseStream {
   const closers: (() => void)[] = [];
   let open = true;
   reply.done = true; // this response is ours now: Reply.send must not write another
+  reply.status = 200;
   const close = () => {
     if (!open) return;
     open = false;

@@ -3,6 +3,7 @@
 // for an access token that the tokens actor mints. A code presented twice revokes what it yielded (RFC 6749 §4.1.2).
 import { createHash, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
+import { currentRequest } from '../../shared/context.js';
 import type { HubConfig } from '../../shared/config.js';
 import { servicePrefix } from '../../shared/servers.js';
 import { errors, HubError } from '../../shared/errors.js';
@@ -116,7 +117,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
     const ids = await store.markReused(row.code_hash);
     if (ids.length) await tokens.revokeTokens({ ids, oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
     log.warn({ event: 'oauth.code_reused', client_id: row.client_id, user: row.user_name, revoked: ids }, 'authorization code presented again: its tokens are revoked');
-    void audit.publish('oauth_code', 'reuse', { who: `oauth:${row.client_id}`, what: `user:${row.user_name}`, outcome: 'denied', revoked: ids });
+    void audit.publish('oauth_code', 'reuse', { who: `oauth:${row.client_id}`, what: `user:${row.user_name}`, outcome: 'denied', reason: 'code presented again: its tokens are revoked', revoked: ids });
     throw errors.oauth('invalid_grant', 'Authorization code has already been used');
   }
 
@@ -127,7 +128,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
         client_id: r.client_id, kind: 'server', description: `Server at ${r.url}`, redirect_uri: `${r.url}oauth_callback`, allowed_scopes: [],
         no_confirm: false, user: r.user, server_name: r.server_name, service: '', secret: r.secret, rounds: GENERATED_ROUNDS,
       });
-      void audit.publish('oauth_client', 'register', { who: 'actor:spawner', what: r.client_id, outcome: 'ok' });
+      void audit.publish('oauth_client', 'register', { who: currentRequest()?.who ?? 'actor:spawner', what: r.client_id, outcome: 'ok' });
       return clientMessage(row);
     },
 

@@ -4,11 +4,15 @@
 import type { KV } from 'nats';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { Logger } from '../../shared/log.js';
+import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
 import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
 import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desired.js';
 
 /** Bucket writes in flight at once: a first reconciliation of many routes should not wait on each write in turn. */
 const WRITE_CONCURRENCY = 64;
+
+const routeChanges = new HotCounter('hub_proxy_route_changes_total', 'Changes to the routing table, by change (add, repoint, remove)', ['change']);
+const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS);
 
 export interface ReconcilerDeps {
   kv: KV;
@@ -35,6 +39,7 @@ export function createReconciler(deps: ReconcilerDeps) {
   const activity = new Map<string, string>();
   let queue: Promise<unknown> = Promise.resolve();
   let lastReconciled = '';
+  gauge('hub_proxy_routes', 'Routes in the routing table', [], (g) => g.set(actual.size));
 
   function serially<T>(work: () => Promise<T>): Promise<T> {
     const run = queue.then(work);
@@ -46,6 +51,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     const before = actual.get(route.routespec);
     await putRoute(kv, route);
     actual.set(route.routespec, route);
+    routeChanges.inc(verb);
     log.info({ event: `route.${verb}`, routespec: route.routespec, target: route.target, previous: before?.target, reason }, `route ${verb}`);
     void audit.publish('route', verb, { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -54,6 +60,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     await deleteRoute(kv, route.routespec);
     actual.delete(route.routespec);
     activity.delete(route.routespec);
+    routeChanges.inc('remove');
     log.info({ event: 'route.remove', routespec: route.routespec, target: route.target, reason }, 'route remove');
     void audit.publish('route', 'remove', { who: 'actor:proxy-router', what: route.routespec, outcome: 'ok', target: route.target, reason });
   }
@@ -70,9 +77,11 @@ export function createReconciler(deps: ReconcilerDeps) {
   return {
     /** Compares what should exist with the table and makes the difference. */
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
+      const start = performance.now();
       const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services), actual);
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
+      reconcileDuration.observe([], secondsSince(start));
       const outcome = { added: plan.add.length, repointed: plan.repoint.length, removed: plan.remove.length };
       if (plan.add.length || plan.repoint.length || plan.remove.length) log.info({ event: 'proxy.reconciled', reason, ...outcome }, 'routing table reconciled');
       return outcome;

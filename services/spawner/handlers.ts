@@ -9,6 +9,7 @@ import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { parseJson } from '../../shared/json.js';
 import type { Logger } from '../../shared/log.js';
+import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCKETS } from '../../shared/metrics.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import {
   invalidServerNameReason, isActive, serverClientId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
@@ -41,6 +42,25 @@ interface Local {
   stopping?: Promise<void>;
 }
 
+const spawnDuration = new HotHistogram('hub_server_spawn_duration_seconds',
+  'Server starts, from request to ready or failed, by status (success, failure)', ['status'], SPAWN_BUCKETS);
+const spawnSucceeded = spawnDuration.child('success');
+const spawnFailedTimer = spawnDuration.child('failure');
+const spawnFailures = new HotCounter('hub_server_spawn_failures_total',
+  'Server starts that did not succeed, by reason (throttled, too_many_users, timeout, exited, launch_error, cancelled, error)', ['reason']);
+const rateLimited = new HotCounter('hub_rate_limited_total', 'Requests answered 429, by reason (concurrent_spawn_limit, active_server_limit)', ['reason']);
+const stopDuration = new HotHistogram('hub_server_stop_seconds', 'Server stops, by status (success, failure)', ['status'], SLOW_BUCKETS);
+
+/** Why a start failed, as a bounded label. */
+function failureReason(e: unknown, cancelled: boolean): string {
+  if (cancelled) return 'cancelled';
+  const m = (e as Error)?.message ?? '';
+  if (/did not answer within/.test(m)) return 'timeout';
+  if (/exited before/.test(m)) return 'exited';
+  if (/could not start|ENOENT|EACCES|spawn/.test(m)) return 'launch_error';
+  return 'error';
+}
+
 const label = (r: { user: string; name: string }) => (r.name ? `${r.user}:${r.name}` : r.user);
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
@@ -62,6 +82,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (!l) local.set(key, (l = {}));
     return l;
   };
+  /** starts asked for whose process is not launched yet (token, OAuth client, port) */
+  let queued = 0;
+  gauge('hub_running_servers', 'Servers running', [], (g) => g.set(registry.all().filter((r) => r.state === 'running').length));
+  gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn').length));
+  gauge('hub_queued_spawns', 'Servers asked for whose process is not launched yet', [], (g) => g.set(queued));
+  gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop').length));
+
   const apiUrl = `${hubInternalUrl(config)}/hub/api`;
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
@@ -89,19 +116,26 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     };
   }
 
-  async function revokeToken(r: ServerRecord): Promise<void> {
+  async function revokeToken(r: ServerRecord, by: string): Promise<void> {
     if (!r.token_id) return;
-    await tokens.deleteToken({ owner: { kind: 'user', name: r.user }, id: r.token_id, by: 'actor:spawner' }).catch((e: HubError) => {
+    await tokens.deleteToken({ owner: { kind: 'user', name: r.user }, id: r.token_id, by }).catch((e: HubError) => {
       if (e.status !== 404) log.warn({ event: 'server.token.revoke_failed', server: label(r), err: e.message }, 'server token not revoked');
     });
     // its OAuth client goes too (and with it the browser tokens it issued); the oauth actor prunes missed ones at its start
-    await oauth.deleteClient({ client_id: serverClientId(r.user, r.name), by: 'actor:spawner' }).catch((e: HubError) =>
+    await oauth.deleteClient({ client_id: serverClientId(r.user, r.name), by }).catch((e: HubError) =>
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
   /** Launch, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController): Promise<void> {
+  async function spawnServer(r: ServerRecord, abort: AbortController, by: string): Promise<void> {
     const l = localOf(r);
+    const start = performance.now();
+    let waiting = true;
+    queued++;
+    const launched = () => {
+      if (waiting) queued--;
+      waiting = false;
+    };
     try {
       const issued = await tokens.issueServerToken({ user: r.user, server_name: r.name, url: r.url });
       r.token_id = issued.model!.id;
@@ -111,6 +145,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       r.target = `http://127.0.0.1:${r.port}`;
       const child = launch({ cmd: command(), env: environment(r, issued.token), logFile: join(config.Hub.data_dir, 'servers', `${serverKey(r.user, r.name)}.log`) });
       l.child = child;
+      launched();
       child.on('exit', (code, signal) => void onChildExit(r.user, r.name, child, code, signal));
       if (!child.pid) throw new Error(`could not start ${command()[0]}`);
       r.pid = child.pid;
@@ -121,18 +156,23 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         alive: () => child.exitCode === null && child.signalCode === null,
       });
       await markReady(r, 'ready');
-      void audit.publish('server', 'start', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
+      spawnSucceeded.observe(secondsSince(start));
+      log.info({ event: 'server.started', server: label(r), pid: r.pid, by, ms: Math.round(performance.now() - start) }, 'server ready');
+      void audit.publish('server', 'start', { who: by, what: label(r), outcome: 'ok', pid: r.pid });
     } catch (e) {
+      launched();
       const cancelled = abort.signal.aborted;
       const reason = (e as Error).message;
+      spawnFailedTimer.observe(secondsSince(start));
+      spawnFailures.inc(failureReason(e, cancelled));
       if (r.pid) await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log).catch(() => undefined);
-      await revokeToken(r);
+      await revokeToken(r, by);
       r.state = 'failed';
       r.target = '';
       await progress(r, { progress: 100, failed: true, message: cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}` });
       announce('failed', r);
       log.warn({ event: 'server.spawn.failed', server: label(r), reason, cancelled }, 'server did not start');
-      void audit.publish('server', 'start', { who: 'actor:spawner', what: label(r), outcome: 'failed', reason: cancelled ? 'cancelled' : reason });
+      void audit.publish('server', 'start', { who: by, what: label(r), outcome: 'failed', reason: cancelled ? 'cancelled' : reason });
       throw errors.spawnFailed(cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}`);
     }
   }
@@ -163,9 +203,10 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   /**
    * A server that is gone: token revoked, event and audit line; its record dropped, except a named
    * server's, which stays (stopped) until it is removed, as the established hub keeps named servers.
+   * `who` asked for it (the spawner itself when it found the server gone).
    */
-  async function forget(r: ServerRecord, reason: string, remove = false): Promise<void> {
-    await revokeToken(r);
+  async function forget(r: ServerRecord, reason: string, { remove = false, who = 'actor:spawner' }: { remove?: boolean; who?: string } = {}): Promise<void> {
+    await revokeToken(r, who);
     if (r.name && !remove) {
       await registry.save({ ...r, state: 'stopped', target: '', port: 0, pid: 0, pid_start: '', token_id: '', instance: '', progress: [] });
     } else {
@@ -173,7 +214,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
     local.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
-    void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(r), outcome: 'ok', reason });
+    void audit.publish('server', 'stop', { who, what: label(r), outcome: 'ok', reason });
   }
 
   async function stopServerNow(r: ServerRecord, by: string, remove = false): Promise<void> {
@@ -188,16 +229,30 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     r.state = 'stop';
     await registry.save(r);
     announce('stopping', r);
+    const start = performance.now();
     try {
       await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log);
     } catch (e) {
+      stopDuration.observe(['failure'], secondsSince(start));
       log.error({ event: 'server.stop.failed', server: label(r), err: (e as Error).message }, 'server could not be stopped');
+      void audit.publish('server', 'stop', { who: by, what: label(r), outcome: 'failed', reason: (e as Error).message });
       throw e;
     }
-    await forget(r, `stopped by ${by}`, remove);
+    stopDuration.observe(['success'], secondsSince(start));
+    log.info({ event: 'server.stopped', server: label(r), by, ms: Math.round(performance.now() - start) }, 'server stopped');
+    await forget(r, 'stopped', { remove, who: by });
   }
 
-  function checkStartAllowed(user: string, name: string): void {
+  /** A start refused by a hub-wide limit: 429, counted and audited with its reason. */
+  function refused(req: { user: string; name: string; by: string }, reason: 'concurrent_spawn_limit' | 'active_server_limit', err: HubError): HubError {
+    rateLimited.inc(reason);
+    spawnFailures.inc(reason === 'concurrent_spawn_limit' ? 'throttled' : 'too_many_users');
+    void audit.publish('server', 'start', { who: req.by, what: label(req), outcome: 'denied', reason });
+    return err;
+  }
+
+  function checkStartAllowed(req: { user: string; name: string; by: string }): void {
+    const { user, name } = req;
     if (name) {
       if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
       const existing = registry.get(user, name);
@@ -215,11 +270,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const spawning = all.filter((r) => r.state === 'spawn').length;
     if (config.Hub.concurrent_spawn_limit > 0 && spawning >= config.Hub.concurrent_spawn_limit) {
       const retry = 30 + Math.floor(Math.random() * 31);
-      throw errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry);
+      throw refused(req, 'concurrent_spawn_limit', errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry));
     }
     const active = all.filter(isActive).length;
     if (config.Hub.active_server_limit > 0 && active >= config.Hub.active_server_limit) {
-      throw errors.tooManyRequests('Active user limit exceeded. Try again in a few minutes.', 60);
+      throw refused(req, 'active_server_limit', errors.tooManyRequests('Active user limit exceeded. Try again in a few minutes.', 60));
     }
   }
 
@@ -234,7 +289,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         if (alive(current)) throw errors.badRequest(`${label(req)} is already running`);
         await forget(current, 'found dead at start');
       }
-      checkStartAllowed(req.user, req.name);
+      checkStartAllowed(req);
       // bounded like every JSON from outside: a record nested thousands deep would overflow JSON.stringify later
       const options = (req.user_options_json ? parseJson(req.user_options_json, config.Hub.max_json_depth, 'user_options') : current?.user_options ?? {}) as Record<string, unknown>;
       if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be a JSON object');
@@ -249,7 +304,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const abort = new AbortController();
       const l = localOf(r);
       l.abort = abort;
-      const spawning = spawnServer(r, abort);
+      const spawning = spawnServer(r, abort, req.by || 'actor:spawner');
       l.spawning = spawning;
       spawning.catch(() => undefined);
       const outcome = await Promise.race([spawning.then(() => 'ready' as const), sleep(S.slow_spawn_timeout * 1000).then(() => 'pending' as const)]);

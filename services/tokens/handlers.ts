@@ -2,6 +2,7 @@
 // lifecycle. Owner scopes come from roles (shared/roles.ts) and the owner's current admin flag and
 // groups (asked of the auth actor, cached until an event says they changed).
 import type { AuditPublisher } from '../../shared/audit.js';
+import { currentRequest } from '../../shared/context.js';
 import type { CallContext } from '../../shared/contracts/index.js';
 import type { Announce } from '../../shared/nats.js';
 import { errors } from '../../shared/errors.js';
@@ -213,7 +214,8 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
       const token = newToken();
       const scopes = ['users:activity!user', `access:servers!server=${r.user}/${r.server_name}`];
       const id = await register(owner, token, scopes, `Server at ${r.url}`, { rounds: GENERATED_ROUNDS, source: 'server' });
-      void audit.publish('token', 'create', { who: 'actor:spawner', what: `user:${r.user}/a${id}`, outcome: 'ok', scopes, server: r.server_name });
+      // the person who started the server asked for it (the spawner's call carries them); the spawner on its own otherwise
+      void audit.publish('token', 'create', { who: currentRequest()?.who ?? 'actor:spawner', what: `user:${r.user}/a${id}`, outcome: 'ok', scopes, server: r.server_name, kind: 'server' });
       return { model: await model((await store.byId(id))!), token };
     },
 
@@ -311,14 +313,14 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     },
 
     /** Reacts to identity changes announced by the auth actor. */
-    async onUserEvent(change: string, body: { name: string; renamed_to?: string; users?: string[] }) {
+    async onUserEvent(change: string, body: { name: string; renamed_to?: string; users?: string[]; by?: string }) {
       if (change === 'deleted' && body.renamed_to) {
         await store.renameOwner('user', body.name, body.renamed_to);
         forgetOwner({ kind: 'user', name: body.name });
         forgetOwner({ kind: 'user', name: body.renamed_to });
       } else if (change === 'deleted') {
         const ids = await store.deleteOwner('user', body.name);
-        if (ids.length) void audit.publish('token', 'delete', { who: 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
+        if (ids.length) void audit.publish('token', 'delete', { who: body.by || 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
       } else if (change === 'created' || change === 'updated') {
         forgetOwner({ kind: 'user', name: body.name });

@@ -3,6 +3,7 @@
 // service definition into the promise client callers use and the handler table an actor implements.
 // Renaming a field or an rpc in a .proto breaks the build here and at every caller, not in production.
 import type { MethodDefinition } from '@grpc/proto-loader';
+import type { RequestContext } from '../context.js';
 import type { AuthDefinition } from './generated/hub/auth/v1/Auth.js';
 import type { GatewayDefinition } from './generated/hub/gateway/v1/Gateway.js';
 import type { OAuthDefinition } from './generated/hub/oauth/v1/OAuth.js';
@@ -25,6 +26,8 @@ export type ServiceActor = keyof ServiceDefinitions;
 export interface CallOptions {
   /** absolute deadline (epoch ms); a handler passes its caller's on, so nested calls share one budget */
   deadline?: number;
+  /** the request this call serves (id, who asked, client address); inside an actor's handler it is implicit */
+  request?: RequestContext;
 }
 
 /** What a handler knows about the call it serves. */
@@ -33,6 +36,8 @@ export interface CallContext {
   readonly deadline: number;
   /** true once the caller has given up (deadline passed or call cancelled): start no side effect then */
   readonly cancelled: boolean;
+  /** the request the call serves, when the caller said (shared/context.ts) */
+  readonly request?: RequestContext;
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- `any` in the unused slots: they sit in both variances */

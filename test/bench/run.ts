@@ -1,9 +1,10 @@
 // `npm run bench [name ...]`: runs the named benchmarks (all when none is named) and prints their figures.
 import { api } from './api.js';
 import { footprint } from './footprint.js';
+import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

@@ -1,4 +1,5 @@
 // What the API handlers need, and small helpers they share.
+import type { AuditPublisher } from '../../../shared/audit.js';
 import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import type { AuthClient, ProxyRouterClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
@@ -30,6 +31,8 @@ export interface ApiDeps {
   services: Map<string, ServiceConfig>;
   /** tokens' last_activity, recorded per use and sent to the tokens actor in batches */
   tokenUse: TokenActivity;
+  /** for the refusals the gateway decides itself (OAuth grants, access denials) */
+  audit: AuditPublisher;
 }
 
 /** The JSON body (parsed once, by the dispatcher's limits); absent or empty is `undefined`. Anything but JSON is a 400. */

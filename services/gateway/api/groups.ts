@@ -29,7 +29,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
         const page = parsePage(req.info, req.query, config.Hub.api_page_default_limit, config.Hub.api_page_max_limit);
         const r = await auth.listGroups({
           offset: page.offset, limit: page.limit, restricted: filter !== 'all', groups: filter === 'all' ? [] : [...filter.groups],
-        });
+        }, req.call);
         const items = r.groups.map((g) => groupModel(req.held, g, book)).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
@@ -43,7 +43,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
         const names = body.groups === undefined ? [] : stringList(body.groups, 'groups');
         if (!names.length) throw errors.badRequest('Must specify at least one group to create');
         const members = body.users === undefined ? [] : stringList(body.users, 'users');
-        const r = await auth.createGroups({ names, users: members, by: req.who });
+        const r = await auth.createGroups({ names, users: members, by: req.who }, req.call);
         forgetMembers(members);
         req.reply.json(201, r.groups.map((g) => groupModel(req.held, g, book)));
       },
@@ -51,7 +51,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     {
       method: 'GET', path: '/groups/:name', access: ['read:groups', 'read:groups:name', 'read:roles:groups'], resource: groupResource,
       async handle(req) {
-        respond(req, 200, await auth.getGroup({ name: req.params.name }));
+        respond(req, 200, await auth.getGroup({ name: req.params.name }, req.call));
       },
     },
     {
@@ -61,7 +61,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
         if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON object');
         onlyKeys(body, ['users']);
         const members = body.users === undefined ? [] : stringList(body.users, 'users');
-        const r = await auth.createGroups({ names: [req.params.name], users: members, by: req.who });
+        const r = await auth.createGroups({ names: [req.params.name], users: members, by: req.who }, req.call);
         forgetMembers(members);
         respond(req, 201, r.groups[0]);
       },
@@ -69,8 +69,8 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     {
       method: 'DELETE', path: '/groups/:name', access: ['delete:groups'], resource: groupResource,
       async handle(req) {
-        const group = await auth.getGroup({ name: req.params.name });
-        await auth.deleteGroup({ name: req.params.name, by: req.who });
+        const group = await auth.getGroup({ name: req.params.name }, req.call);
+        await auth.deleteGroup({ name: req.params.name, by: req.who }, req.call);
         forgetMembers(group.users);
         req.reply.send(204, '');
       },
@@ -79,7 +79,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
       method, path: '/groups/:name/users', access: ['groups'], resource: groupResource,
       async handle(req) {
         const members = membersBody(req, method === 'POST' ? 'add' : 'delete');
-        const g = await auth.changeGroupMembers({ name: req.params.name, users: members, add: method === 'POST', by: req.who });
+        const g = await auth.changeGroupMembers({ name: req.params.name, users: members, add: method === 'POST', by: req.who }, req.call);
         forgetMembers(members);
         respond(req, 200, g);
       },
@@ -89,7 +89,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
       async handle(req) {
         const body = jsonBody(req);
         if (!isPlainObject(body)) throw errors.badRequest('Must specify properties (a JSON object)');
-        respond(req, 200, await auth.setGroupProperties({ name: req.params.name, properties_json: JSON.stringify(body), by: req.who }));
+        respond(req, 200, await auth.setGroupProperties({ name: req.params.name, properties_json: JSON.stringify(body), by: req.who }, req.call));
       },
     },
   ];

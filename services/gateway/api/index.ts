@@ -1,7 +1,8 @@
 // The /hub/api dispatcher: route lookup, requester identification, scope check, handler.
 import { errors } from '../../../shared/errors.js';
 import { parseJson } from '../../../shared/json.js';
-import type { Reply, RequestInfo } from '../http.js';
+import type { Identity } from '../caches.js';
+import { requestContext, type Reply, type RequestInfo } from '../http.js';
 import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
 import { serverRoutes } from './servers.js';
@@ -22,37 +23,54 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
   return query.get('token');
 }
 
+/** `user:<name>` / `service:<name>` / `anonymous`: how audit events and logs name a requester. */
+export const whoOf = (identity: Identity | null): string => (identity ? `${identity.owner.kind}:${identity.owner.name}` : 'anonymous');
+
+/**
+ * Who a request comes from: a token (header or `?token=`), else the browser's login cookie, whose writes
+ * must carry the session's XSRF token. Records who it is on the request (logs, audit).
+ */
+export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'tokenUse'>) {
+  return async function identify(info: RequestInfo, query = new URLSearchParams(info.query)): Promise<Identity | null> {
+    const token = requestToken(info, query);
+    let identity: Identity | null;
+    if (token) {
+      identity = await deps.identities.resolve(token, info.requestId);
+      if (identity) deps.tokenUse.touch(identity.tokenId);
+    } else {
+      identity = await deps.web.identify(info);
+      if (identity && !SAFE_METHODS.has(info.method) && !deps.web.xsrfValid(info, deps.web.xsrfFor(identity.sessionId))) {
+        info.who = whoOf(identity);
+        throw errors.forbidden(`'_xsrf' argument missing or invalid for ${info.method}`, 'HUB_ERR_XSRF');
+      }
+    }
+    info.who = whoOf(identity);
+    return identity;
+  };
+}
+
 /** Every /hub/api route (the fuzz test drives each one it lists). */
 export function apiRoutes(deps: ApiDeps): Route[] {
   return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)];
 }
 
 export function createApi(deps: ApiDeps) {
-  const { identities } = deps;
   const maxJsonDepth = deps.config.Hub.max_json_depth;
   const routes = compileRoutes(apiRoutes(deps));
+  const identify = createIdentify(deps);
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);
     if (!segments) throw errors.notFound('Not Found');
     if (info.method === 'OPTIONS') return reply.send(200, '', { 'Content-Type': 'application/json' });
     const { route, params } = findRoute(routes, info.method === 'HEAD' ? 'GET' : info.method, segments);
+    info.route = route.pattern;
     const query = new URLSearchParams(info.query);
-    const token = requestToken(info, query);
-    let identity = token ? await identities.resolve(token) : null;
-    if (identity) deps.tokenUse.touch(identity.tokenId);
-    if (!token) {
-      // A browser: the login cookie identifies it; then every write needs the session's XSRF token.
-      identity = await deps.web.identify(info);
-      if (identity && !SAFE_METHODS.has(info.method) && !deps.web.xsrfValid(info, deps.web.xsrfFor(identity.sessionId))) {
-        throw errors.forbidden(`'_xsrf' argument missing or invalid for ${info.method}`, 'HUB_ERR_XSRF');
-      }
-    }
+    const identity = await identify(info, query);
     const held = await authorize(route, params, identity);
-    const who = identity ? `${identity.owner.kind}:${identity.owner.name}` : 'anonymous';
     let parsed: { value: unknown } | undefined;
     // the body is UTF-8 (checked at the door); only its shape is left to check, once, with the depth bound
     const json = () => (parsed ??= { value: body?.length ? parseJson(body.toString('utf8'), maxJsonDepth) : undefined }).value;
-    await route.handle({ info, reply, params, query, body, json, identity, held, who });
+    await route.handle({ info, reply, params, query, body, json, identity, held, who: info.who, call: { request: requestContext(info) } });
   };
 }

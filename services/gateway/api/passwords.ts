@@ -18,7 +18,7 @@ export function passwordRoutes(deps: ApiDeps): Route[] {
         // Setting an admin's password is becoming that admin: it takes every scope admin gives, as granting admin does.
         const target = await users.get(req.params.name);
         if (target?.admin && !holdsAdminScopes(req.held, book)) throw errors.forbidden(`Only an admin may set the password of admin ${req.params.name}`);
-        await auth.setPassword({ name: req.params.name, password: body.password, by: req.who });
+        await auth.setPassword({ name: req.params.name, password: body.password, by: req.who }, req.call);
         req.reply.send(204, '');
       },
     },

@@ -2,6 +2,7 @@
 // (any one suffices) and the resource its path names. The router identifies the requester, applies
 // the scope check with 403-vs-404 semantics, and runs the handler. Declared scopes are checked
 // against the vocabulary when the table is built, so a typo fails at start, not on a request.
+import type { CallOptions } from '../../../shared/contracts/index.js';
 import { errors, type HubError } from '../../../shared/errors.js';
 import { accessDecision, parseScope, type Resource } from '../../../shared/scopes.js';
 import type { Identity } from '../caches.js';
@@ -20,6 +21,8 @@ export interface ApiRequest {
   held: ReadonlySet<string>;
   /** `user:<name>` / `service:<name>`, for audit lines */
   who: string;
+  /** options for calls to actors made for this request: it travels with them (id, who, client address) */
+  call: CallOptions;
 }
 
 export type Access =
@@ -40,6 +43,8 @@ export interface Route {
 
 interface CompiledRoute extends Route {
   segments: string[];
+  /** `/hub/api/users/:name`: the label of its metrics and log lines */
+  pattern: string;
 }
 
 const EMPTY: ReadonlySet<string> = new Set();
@@ -50,7 +55,7 @@ export function compileRoutes(routes: Route[]): CompiledRoute[] {
       for (const s of r.access) if (!parseScope(s)) throw new Error(`route ${r.method} ${r.path}: unknown scope ${s}`);
     }
   }
-  return routes.map((r) => ({ ...r, segments: r.path.split('/').filter(Boolean) }));
+  return routes.map((r) => ({ ...r, segments: r.path.split('/').filter(Boolean), pattern: `/hub/api${r.path === '/' ? '' : r.path}` }));
 }
 
 /** Path segments after /hub/api, percent-decoded once; null when a segment does not decode. */

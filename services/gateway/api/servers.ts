@@ -1,4 +1,5 @@
 // /hub/api/users/<u>/server[s/<s>][/progress]: start, stop, read, and follow a start.
+import type { CallOptions } from '../../../shared/contracts/index.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { serverModel, serverUrl, type ProgressEvent } from '../../../shared/servers.js';
@@ -12,9 +13,9 @@ const KEEPALIVE_MS = 8000;
  * With Authenticator.refresh_pre_spawn, a browser login is re-checked with its authenticator before a
  * server starts (a token carries no login to re-check).
  */
-export async function refreshBeforeSpawn(deps: ApiDeps, sessionId: string | undefined): Promise<void> {
+export async function refreshBeforeSpawn(deps: ApiDeps, sessionId: string | undefined, call: CallOptions): Promise<void> {
   if (!deps.config.Authenticator.refresh_pre_spawn || !sessionId) return;
-  const r = await deps.auth.refreshUser({ session_id: sessionId, by: 'actor:gateway (pre-spawn)' });
+  const r = await deps.auth.refreshUser({ session_id: sessionId, by: 'actor:gateway (pre-spawn)' }, call);
   if (!r.valid) {
     deps.web.forgetSession(sessionId);
     throw errors.forbidden('Your login has expired; sign in again to start a server', 'HUB_ERR_LOGIN_EXPIRED');
@@ -49,9 +50,9 @@ export function serverRoutes(deps: ApiDeps): Route[] {
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
-    await refreshBeforeSpawn(deps, req.identity?.sessionId);
+    await refreshBeforeSpawn(deps, req.identity?.sessionId, req.call);
     const r = await spawner.startServer({ user, name: server, user_options_json: userOptions(req), by: req.who },
-      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
+      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
 
@@ -65,7 +66,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const current = servers.get(user, server);
     if (server && (!current || (!servers.isActive(current) && !remove))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
     const r = await spawner.stopServer({ user, name: server, by: req.who, remove },
-      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
 

@@ -14,7 +14,7 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
     {
       method: 'GET', path: '/users/:name/tokens', access: ['read:tokens'], resource,
       async handle(req) {
-        const r = await tokens.listTokens(owner(req.params.name));
+        const r = await tokens.listTokens(owner(req.params.name), req.call);
         req.reply.json(200, { api_tokens: r.tokens.map(tokenModel) });
       },
     },
@@ -39,20 +39,20 @@ export function tokenRoutes(deps: ApiDeps): Route[] {
           owner: owner(target.name), requester: req.identity!.owner, note: (body.note as string | undefined)?.slice(0, 1000) ?? '',
           expires_in: expiresIn, has_scopes: scopes !== undefined, scopes: scopes ?? [], has_roles: roles !== undefined, roles: roles ?? [],
           requester_scopes: [...req.held],
-        });
+        }, req.call);
         req.reply.json(201, { ...tokenModel(r.model!), token: r.token });
       },
     },
     {
       method: 'GET', path: '/users/:name/tokens/:id', access: ['read:tokens'], resource,
       async handle(req) {
-        req.reply.json(200, tokenModel(await tokens.getToken({ owner: owner(req.params.name), id: req.params.id })));
+        req.reply.json(200, tokenModel(await tokens.getToken({ owner: owner(req.params.name), id: req.params.id }, req.call)));
       },
     },
     {
       method: 'DELETE', path: '/users/:name/tokens/:id', access: ['tokens'], resource,
       async handle(req) {
-        await tokens.deleteToken({ owner: owner(req.params.name), id: req.params.id, by: req.who });
+        await tokens.deleteToken({ owner: owner(req.params.name), id: req.params.id, by: req.who }, req.call);
         identities.forgetToken(req.params.id);
         req.reply.send(204, '');
       },

@@ -55,7 +55,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           groups: filter === 'all' ? [] : [...filter.groups],
           exclude_names: byState && state === 'inactive' ? withServers : [], sort,
           name_filter: req.query.get('name_filter') ?? '',
-        });
+        }, req.call);
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
         const stopped = withStopped(req.query);
         const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, stopped); }).filter(Boolean);
@@ -72,7 +72,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         const names = body.usernames === undefined ? [] : stringList(body.usernames, 'usernames');
         if (!names.length) throw errors.badRequest('Must specify at least one user to create');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
-        const r = await auth.createUsers({ names, admin: Boolean(body.admin), by: req.who });
+        const r = await auth.createUsers({ names, admin: Boolean(body.admin), by: req.who }, req.call);
         req.reply.json(201, r.users.map((u) => { users.remember(u); return model(req.held, u); }));
       },
     },
@@ -91,7 +91,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         onlyKeys(body, ['name', 'admin']);
         if (body.admin !== undefined && typeof body.admin !== 'boolean') throw errors.badRequest('admin must be true or false');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
-        respondUser(req, 201, await auth.createUser({ name: req.params.name, admin: Boolean(body.admin), by: req.who }));
+        respondUser(req, 201, await auth.createUser({ name: req.params.name, admin: Boolean(body.admin), by: req.who }, req.call));
       },
     },
     {
@@ -107,7 +107,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           if (target.admin) throw errors.forbidden('Only admins can modify other admins');
           if (body.admin) throw errors.forbidden('Only admins can grant admin permissions');
         }
-        const updated = await auth.updateUser({ name: req.params.name, new_name: body.name, admin: body.admin, by: req.who });
+        const updated = await auth.updateUser({ name: req.params.name, new_name: body.name, admin: body.admin, by: req.who }, req.call);
         users.forget(req.params.name);
         respondUser(req, 200, updated);
       },
@@ -119,12 +119,12 @@ export function userRoutes(deps: ApiDeps): Route[] {
         await mustGet(req.params.name);
         // servers first: a user is never deleted from under a running server
         try {
-          await spawner.stopUserServers({ user: req.params.name, by: req.who }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+          await spawner.stopUserServers({ user: req.params.name, by: req.who }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, req.call));
         } catch (e) {
           if ((e as { status?: number }).status === 504) throw errors.badRequest(`${req.params.name}'s server is in the process of stopping, please wait.`);
           throw e;
         }
-        await auth.deleteUser({ name: req.params.name, by: req.who });
+        await auth.deleteUser({ name: req.params.name, by: req.who }, req.call);
         users.forget(req.params.name);
         identities.forgetOwner({ kind: 'user', name: req.params.name });
         req.reply.send(204, '');
@@ -154,7 +154,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           if (Object.keys(reported).length) nc.publish(subjects.command('spawner', 'activity'), encodeJson({ user: req.params.name, servers: reported }));
         }
         const latest = times.sort().at(-1)!;
-        await auth.recordActivity({ name: req.params.name, last_activity: latest });
+        await auth.recordActivity({ name: req.params.name, last_activity: latest }, req.call);
         users.touch(req.params.name, latest); // this gateway at once; the others on hub.evt.user.activity
         req.reply.send(200, '', { 'Content-Type': 'application/json' });
       },

@@ -8,6 +8,7 @@ import { errors, httpBody, statusLine, type HubError } from '../../../shared/err
 import type { Logger } from '../../../shared/log.js';
 import { cap } from '../../../shared/log.js';
 import { errorPage } from '../http.js';
+import { bytesToClient, bytesToTarget, proxyInflight, proxyRequests } from '../metrics.js';
 import { clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
 import type { RouteEntry } from './table.js';
 
@@ -40,6 +41,12 @@ export function createAgents(keepAliveTimeoutMs: number) {
 export type Agents = ReturnType<typeof createAgents>;
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** How a forwarded request ended (hub_proxy_requests_total), children made once. */
+const OUTCOME = {
+  completed: proxyRequests.child('completed'), cut: proxyRequests.child('cut'), unreachable: proxyRequests.child('unreachable'),
+  timeout: proxyRequests.child('timeout'), aborted: proxyRequests.child('aborted'), refused: proxyRequests.child('refused'),
+};
 
 export function remoteAddressOf(res: uWS.HttpResponse): string {
   return Buffer.from(res.getRemoteAddressAsText()).toString();
@@ -85,6 +92,8 @@ class Exchange {
   private clientPaused = false;
   private retried = false;
   private connectTimer: NodeJS.Timeout | undefined;
+  /** counted as ended (in-flight gauge down, outcome counter up) */
+  private counted = false;
 
   constructor(
     private readonly res: uWS.HttpResponse,
@@ -95,6 +104,14 @@ class Exchange {
     private readonly opts: ForwardOptions,
   ) {
     res.onAborted(() => this.clientGone());
+    proxyInflight.inc();
+  }
+
+  private count(outcome: keyof typeof OUTCOME): void {
+    if (this.counted) return;
+    this.counted = true;
+    proxyInflight.dec();
+    OUTCOME[outcome].inc();
   }
 
   start(path: string, headers: string[], withBody: boolean): void {
@@ -102,6 +119,7 @@ class Exchange {
       this.upReq = this.request(path, headers);
     } catch (e) {
       // node refuses characters a request line or header may not carry
+      this.count('refused');
       this.answerError(errors.badRequest(`Request not forwardable: ${cap((e as Error).message, 100)}`));
       return;
     }
@@ -146,6 +164,7 @@ class Exchange {
     const { res } = this;
     res.onData((chunk, isLast) => {
       if (this.finished || this.aborted || upReq.destroyed) return;
+      bytesToTarget.inc(chunk.byteLength);
       // uWS reuses the chunk's memory after this callback: copy it
       if (chunk.byteLength && !upReq.write(Buffer.from(new Uint8Array(chunk))) && !isLast) {
         res.pause();
@@ -188,6 +207,7 @@ class Exchange {
   /** One chunk of the target's body; on backpressure the target is paused until uWS says the client is writable. */
   private send(chunk: Buffer): void {
     if (this.finished || this.aborted) return;
+    bytesToClient.inc(chunk.length);
     if (this.firstChunk && this.total === undefined) {
       // A small chunked answer usually ends right after its first chunk: held until the next turn of the
       // loop, it can go out as one write with a Content-Length instead of two writes on chunked framing.
@@ -279,6 +299,7 @@ class Exchange {
 
   /** The client has its whole response. A target that answered before reading the whole body gets no more of it. */
   private completed(): void {
+    this.count('completed');
     this.finished = true;
     if (this.upReq && !this.upReq.writableEnded) this.upReq.destroy();
   }
@@ -287,6 +308,7 @@ class Exchange {
   private cutOff(why: string): void {
     if (this.finished || this.aborted) return;
     this.opts.log.warn({ event: 'proxy.response_cut', routespec: this.entry.route.routespec, why }, 'response from target cut off');
+    this.count('cut');
     this.finished = true;
     this.res.close();
   }
@@ -298,10 +320,12 @@ class Exchange {
     const routespec = this.entry.route.routespec;
     if (e.code === 'HUB_IDLE_TIMEOUT') {
       this.opts.log.warn({ event: 'proxy.target_timeout', routespec }, 'target did not answer in time');
+      this.count('timeout');
       return this.answerError(errors.timeout(`The server at ${routespec}`));
     }
     this.opts.log.warn({ event: 'proxy.target_unreachable', routespec, target: this.entry.route.target, code: e.code }, 'target not reachable');
     this.opts.onUnreachable(this.entry);
+    this.count('unreachable');
     this.answerError(errors.unavailable(`The server at ${routespec}`));
   }
 
@@ -314,6 +338,7 @@ class Exchange {
   }
 
   private clientGone(): void {
+    this.count('aborted');
     this.aborted = true;
     clearTimeout(this.connectTimer);
     this.upReq?.destroy();

@@ -6,6 +6,7 @@ import { errors } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
 import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
+import { upstreamConnectionsGauge } from '../metrics.js';
 import type { ActivityRecorder } from './activity.js';
 import { answerError, createAgents, forwardHttp, type ForwardOptions } from './forward.js';
 import { forwardPath, normalizePath, type NormalPath } from './path.js';
@@ -31,6 +32,7 @@ const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
 export function createProxy(deps: ProxyDeps) {
   const { routes, activity, log } = deps;
   const agents = createAgents(deps.keepAliveTimeoutMs);
+  upstreamConnectionsGauge(() => agents);
 
   function onUnreachable(entry: RouteEntry): void {
     const now = Date.now();

@@ -12,6 +12,7 @@ import type { Logger } from '../../../shared/log.js';
 import { answerError, remoteAddressOf } from './forward.js';
 import { clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
 import type { RouteEntry } from './table.js';
+import { bytesToClient, bytesToTarget, webSockets } from '../metrics.js';
 import { closePayload, encodeFrame, FrameReader, OP } from './ws-frames.js';
 
 const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
@@ -55,14 +56,20 @@ export function webSocketBehavior(opts: WebSocketOptions): uWS.WebSocketBehavior
     sendPingsAutomatically: true,
     compression: uWS.DISABLED,
     upgrade: (res, req, context) => upgrade(res, req, context, opts),
-    open: (ws) => open(ws, opts),
+    open: (ws) => {
+      webSockets.inc();
+      open(ws, opts);
+    },
     message: (ws, message, isBinary) => toTarget(ws, isBinary ? OP.binary : OP.text, message, opts),
     ping: (ws, message) => toTarget(ws, OP.ping, message, opts),
     pong: (ws, message) => toTarget(ws, OP.pong, message, opts),
     drain: (ws) => {
       if (ws.getBufferedAmount() < CLIENT_LOW_WATER) ws.getUserData().socket.resume();
     },
-    close: (ws, code, message) => clientClosed(ws.getUserData(), code, message),
+    close: (ws, code, message) => {
+      webSockets.dec();
+      clientClosed(ws.getUserData(), code, message);
+    },
   };
 }
 
@@ -157,6 +164,7 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
     message: (data, binary) => {
       if (!bridge.clientOpen) return;
       opts.touch(entry);
+      bytesToClient.inc(data.length);
       ws.send(data, binary);
       if (ws.getBufferedAmount() > CLIENT_HIGH_WATER) socket.pause();
     },
@@ -210,6 +218,7 @@ function toTarget(ws: uWS.WebSocket<Bridge>, opcode: number, message: ArrayBuffe
   const bridge = ws.getUserData();
   if (bridge.closing || bridge.socket.destroyed) return;
   if (opcode === OP.text || opcode === OP.binary) opts.touch(bridge.entry);
+  bytesToTarget.inc(message.byteLength);
   corkUntilNextTick(bridge.socket);
   bridge.socket.write(encodeFrame(opcode, new Uint8Array(message)));
   if (bridge.socket.writableLength > TARGET_QUEUE_LIMIT) {

@@ -9,7 +9,7 @@ import { macEquals, parseCookies, serializeCookie } from '../../../shared/cookie
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { cap } from '../../../shared/log.js';
-import type { Reply, RequestInfo } from '../http.js';
+import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { escapeHtml, page } from './html.js';
 import type { PageDeps, PageKit, PageRoute } from './pages.js';
 import { localPath } from './redirects.js';
@@ -57,7 +57,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const state = randomBytes(24).toString('base64url');
         const verifier = randomBytes(32).toString('base64url');
         const challenge = createHash('sha256').update(verifier).digest('base64url');
-        const { url } = await auth.externalLoginUrl({ state, code_challenge: challenge });
+        const { url } = await auth.externalLoginUrl({ state, code_challenge: challenge }, callOf(info));
         const saved: SavedState = { s: state, v: verifier, n: next, t: Date.now() };
         redirect(reply, url, [stateCookie(info, web.sealer.seal(saved), STATE_MAX_AGE_SECONDS)]);
       },
@@ -78,7 +78,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         if (!code) return failed(info, reply, 'The identity provider sent no code.');
         if (!state || !saved || !macEquals(state, saved.s)) return failed(info, reply, 'This sign-in was not started here, or it took too long (state missing or different).');
         const r = await auth.completeExternalLogin({ code, code_verifier: saved.v, remote_addr: info.remoteAddress },
-          within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000));
+          within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000, callOf(info)));
         if (!r.ok) return failed(info, reply, r.message);
         redirect(reply, localPath(saved.n) || '/hub/home', [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
       },

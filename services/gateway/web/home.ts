@@ -106,7 +106,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
   async function start(id: Identity, user: string, name: string, options: string): Promise<void> {
     const resource = await resourceOf(user, name);
     if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
-    await refreshBeforeSpawn(deps, id.sessionId);
+    await refreshBeforeSpawn(deps, id.sessionId, {});
     const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}` },
       within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
     call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record

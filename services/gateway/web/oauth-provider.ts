@@ -8,7 +8,7 @@ import {
   expandScopes, hasScope, identifyScopes, missingScopes, parseScope, SCOPE_DEFINITIONS, type IntersectContext, type ScopeIssuer, type ScopeOwner,
 } from '../../../shared/scopes.js';
 import type { Identity } from '../caches.js';
-import type { Reply, RequestInfo } from '../http.js';
+import { callOf, requestContext, type Reply, type RequestInfo } from '../http.js';
 import { escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 
@@ -68,11 +68,11 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
   const htmlPage = (reply: Reply, status: number, title: string, body: string, user?: string) => reply.send(status, page(title, body, user), HTML);
 
   /** The client, or null after an error page: nothing is redirected to a URI that was not checked (reference §6.2 step 2). */
-  async function checkedClient(reply: Reply, q: URLSearchParams, id: Identity): Promise<OAuthClient | null> {
+  async function checkedClient(info: RequestInfo, reply: Reply, q: URLSearchParams, id: Identity): Promise<OAuthClient | null> {
     const clientId = q.get('client_id') ?? '';
     let client: OAuthClient;
     try {
-      client = await oauth.getClient({ client_id: clientId });
+      client = await oauth.getClient({ client_id: clientId }, callOf(info));
     } catch (e) {
       if ((e as HubError).status !== 404) throw e;
       htmlPage(reply, 400, 'Invalid OAuth request', `<p>There is no OAuth client <code>${escapeHtml(cap(clientId, 100))}</code>.</p>`, id.owner.name);
@@ -129,39 +129,44 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
   }
 
   /** The grant recorded as a code; the browser goes back to the client with it and the client's state. */
-  async function issue(reply: Reply, q: URLSearchParams, client: OAuthClient, id: Identity, scopes: string[]): Promise<void> {
+  async function issue(info: RequestInfo, reply: Reply, q: URLSearchParams, client: OAuthClient, id: Identity, scopes: string[]): Promise<void> {
     const challenge = q.get('code_challenge') ?? '';
     const { code } = await oauth.issueCode({
       client_id: client.client_id, user: id.owner.name, scopes, redirect_uri: client.redirect_uri, session_id: id.sessionId,
       code_challenge: challenge, code_challenge_method: challenge ? q.get('code_challenge_method') || 'plain' : '',
-    });
+    }, callOf(info));
     kit.redirect(reply, withParams(client.redirect_uri, { code, state: q.get('state') }));
   }
 
   /** Errors after the redirect URI is known go back to the client (RFC 6749 §4.1.2.1). */
-  const redirectError = (reply: Reply, client: OAuthClient, q: URLSearchParams, error: string, description: string) =>
+  const redirectError = (info: RequestInfo, reply: Reply, client: OAuthClient, q: URLSearchParams, error: string, description: string) => {
+    void deps.audit.publish('oauth_grant', 'denied', {
+      who: info.who, what: client.client_id, outcome: 'denied', reason: `${error}: ${cap(description, 160)}`, request: requestContext(info),
+    });
     kit.redirect(reply, withParams(client.redirect_uri, { error, error_description: description, state: q.get('state') }));
+  };
 
   /** Steps shared by GET and POST: a valid client, a valid request, the access gate, the grantable scopes. */
   async function authorizeRequest(info: RequestInfo, reply: Reply, id: Identity, asked: string[] | null): Promise<{ client: OAuthClient; scopes: string[] } | null> {
     const q = new URLSearchParams(info.query);
-    const client = await checkedClient(reply, q, id);
+    const client = await checkedClient(info, reply, q, id);
     if (!client) return null;
     if (q.get('response_type') !== 'code') {
-      redirectError(reply, client, q, 'unsupported_response_type', 'Only response_type=code is supported');
+      redirectError(info, reply, client, q, 'unsupported_response_type', 'Only response_type=code is supported');
       return null;
     }
     const method = q.get('code_challenge_method');
     if (method !== null && !['S256', 'plain'].includes(method)) {
-      redirectError(reply, client, q, 'invalid_request', 'code_challenge_method must be S256 or plain');
+      redirectError(info, reply, client, q, 'invalid_request', 'code_challenge_method must be S256 or plain');
       return null;
     }
     const g = await grantable(client, id, asked);
     if ('error' in g) {
-      redirectError(reply, client, q, g.error, g.description);
+      redirectError(info, reply, client, q, g.error, g.description);
       return null;
     }
     if (!(await mayAccess(client, id))) {
+      info.denyReason = `no access scope for OAuth client ${client.client_id}`;
       htmlPage(reply, 403, 'Forbidden', `<p>You do not have permission to access ${escapeHtml(client.description)}.</p>`, id.owner.name);
       return null;
     }
@@ -179,7 +184,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
         const q = new URLSearchParams(info.query);
         const ok = await authorizeRequest(info, reply, id, spaceList(q.get('scope')));
         if (!ok) return;
-        if (skipsConsent(ok.client, id)) return issue(reply, q, ok.client, id, ok.scopes);
+        if (skipsConsent(ok.client, id)) return issue(info, reply, q, ok.client, id, ok.scopes);
         consentPage(info, reply, ok.client, id, ok.scopes);
       },
     },
@@ -189,23 +194,28 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
         const id = await web.identify(info);
         const f = form(body);
         if (!id || !web.xsrfValid(info, web.xsrfFor(id.sessionId), f.get('_xsrf'))) {
+          info.denyReason = 'consent form without a login or a valid XSRF token';
           return htmlPage(reply, 403, 'Forbidden', "<p>'_xsrf' argument missing or invalid, or you are not logged in.</p>", id?.owner.name);
         }
         // the consented scopes are checked again: a form can be edited
         const ok = await authorizeRequest(info, reply, id, f.getAll('scopes'));
-        if (ok) await issue(reply, new URLSearchParams(info.query), ok.client, id, ok.scopes);
+        if (ok) await issue(info, reply, new URLSearchParams(info.query), ok.client, id, ok.scopes);
       },
     },
     {
       method: 'POST', pattern: /^\/hub\/api\/oauth2\/token$/,
       async handle(info, reply, body) {
         try {
-          const r = await oauth.exchangeCode(tokenRequest(info, body));
+          const r = await oauth.exchangeCode(tokenRequest(info, body), callOf(info));
           reply.json(200, { access_token: r.access_token, token_type: 'Bearer', expires_in: Math.round(r.expires_in), scope: r.scope }, NO_STORE);
         } catch (e) {
           const name = e instanceof HubError ? oauthErrorName(e) : null;
           if (!name) throw e; // actor failures are logged and answered (503/504/500) as everywhere else
           const err = e as HubError;
+          void deps.audit.publish('oauth_token', 'denied', {
+            who: `oauth:${cap(new URLSearchParams(body?.toString('utf8') ?? '').get('client_id') ?? 'unknown', 80)}`,
+            what: 'authorization_code', outcome: 'denied', reason: `${name}: ${cap(err.message, 160)}`, request: requestContext(info),
+          });
           const challenge: Record<string, string> = err.status === 401 ? { 'WWW-Authenticate': 'Basic realm="hub"' } : {};
           reply.json(err.status, { error: name, error_description: err.message }, { ...NO_STORE, ...challenge });
         }

@@ -6,7 +6,7 @@ import { hasScope } from '../../../shared/scopes.js';
 import { servicePrefix } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
 import type { Identity } from '../caches.js';
-import type { Reply, RequestInfo } from '../http.js';
+import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { serverPages } from './home.js';
 import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
@@ -23,6 +23,19 @@ export interface PageDeps extends ApiDeps {
 export type PageHandler = (info: RequestInfo, reply: Reply, body: Buffer | null, params: string[]) => Promise<void> | void;
 /** A page: method, a path pattern whose groups are the (percent-decoded) params, and its handler. */
 export interface PageRoute { method: string; pattern: RegExp; handle: PageHandler }
+
+const routeLabels = new WeakMap<RegExp, string>();
+/** `/^\/hub\/spawn\/([^/]+)…$/` → `/hub/spawn/*`: the label of a page's metrics and log lines. */
+function routeLabel(pattern: RegExp): string {
+  let label = routeLabels.get(pattern);
+  if (label === undefined) {
+    const literal = pattern.source.replace(/^\^/, '').replace(/\$$/, '').replace(/\\\//g, '/');
+    const cut = literal.search(/[(\\[?*+]/);
+    label = cut < 0 ? literal : `${literal.slice(0, cut).replace(/\/?$/, '/')}*`;
+    routeLabels.set(pattern, label);
+  }
+  return label;
+}
 
 const HTML = { 'Content-Type': 'text/html; charset=utf-8' };
 
@@ -95,11 +108,18 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const f = form(body);
         const next = localPath(f.get('next') || new URLSearchParams(info.query).get('next')) ?? '';
         const xsrf = web.anonymousXsrf(info);
-        if (xsrf.setCookie || !web.xsrfValid(info, xsrf.value, f.get('_xsrf'))) return loginForm(info, reply, 403, 'Your form expired. Please sign in again.', next);
+        if (xsrf.setCookie || !web.xsrfValid(info, xsrf.value, f.get('_xsrf'))) {
+          info.denyReason = 'login form without a valid XSRF token';
+          return loginForm(info, reply, 403, 'Your form expired. Please sign in again.', next);
+        }
         const r = await auth.authenticate({
           username: f.get('username') ?? '', password: f.get('password') ?? '', remote_addr: info.remoteAddress,
-        });
-        if (!r.ok) return loginForm(info, reply, 403, r.message, next);
+        }, callOf(info));
+        if (!r.ok) {
+          info.audited = true; // the auth actor recorded the failure (login.failure / login.lockout)
+          return loginForm(info, reply, 403, r.message, next);
+        }
+        info.who = `user:${r.name}`;
         redirect(reply, next || '/hub/home', web.loginCookies(info, r.name, r.session_id));
       },
     },
@@ -109,8 +129,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const id = await web.identify(info);
         if (id) {
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` });
-          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` });
+          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
+          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
           web.forgetSession(id.sessionId);
         }
         html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a class="button primary" href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
@@ -125,6 +145,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     for (const route of routes) {
       const m = route.pattern.exec(info.path);
       if (!m || route.method !== info.method) continue;
+      info.route = routeLabel(route.pattern);
       let params: string[];
       try {
         params = m.slice(1).map((p) => (p === undefined ? undefined : decodeURIComponent(p))) as string[];

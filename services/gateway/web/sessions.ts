@@ -4,7 +4,7 @@ import type { HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
 import { BoundedCache, type Identity } from '../caches.js';
-import type { RequestInfo } from '../http.js';
+import { callOf, type RequestInfo } from '../http.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
 export const SESSION_COOKIE = 'hub-session-id';
@@ -24,20 +24,20 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
 
-  async function session(id: string): Promise<SessionFacts> {
+  async function session(id: string, info: RequestInfo): Promise<SessionFacts> {
     const hit = sessions.get(id);
     if (hit) return hit;
-    const s = await auth.checkSession({ session_id: id });
+    const s = await auth.checkSession({ session_id: id }, callOf(info));
     const facts = { valid: s.valid, user: s.user, refreshedMs: Date.parse(s.refreshed) || 0 };
     sessions.set(id, facts);
     return facts;
   }
 
   /** The login's scopes are its user's own (roles, groups): asked of the tokens actor, kept until an event. */
-  async function ownerScopes(user: string): Promise<ReadonlySet<string>> {
+  async function ownerScopes(user: string, info: RequestInfo): Promise<ReadonlySet<string>> {
     const hit = scopesOf.get(user);
     if (hit) return hit;
-    const r = await tokens.ownerScopes({ kind: 'user', name: user });
+    const r = await tokens.ownerScopes({ kind: 'user', name: user }, callOf(info));
     const scopes = new Set(r.scopes);
     scopesOf.set(user, scopes);
     return scopes;
@@ -51,15 +51,16 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     async identify(info: RequestInfo): Promise<Identity | null> {
       const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[LOGIN_COOKIE]);
       if (!payload || typeof payload.s !== 'string' || Date.now() - payload.t > maxAgeMs) return null;
-      let s = await session(payload.s);
+      let s = await session(payload.s, info);
       if (!s.valid || s.user !== payload.u) return null;
       if (Date.now() - s.refreshedMs > refreshMs) {
-        const r = await auth.refreshUser({ session_id: payload.s, by: `user:${payload.u}` });
+        const r = await auth.refreshUser({ session_id: payload.s, by: `user:${payload.u}` }, callOf(info));
         s = { valid: r.valid, user: r.user, refreshedMs: Date.parse(r.refreshed) || Date.now() };
         sessions.set(payload.s, s);
         if (!s.valid) return null;
       }
-      return { owner: { kind: 'user', name: s.user }, tokenId: '', sessionId: payload.s, scopes: await ownerScopes(s.user) };
+      info.who = `user:${s.user}`;
+      return { owner: { kind: 'user', name: s.user }, tokenId: '', sessionId: payload.s, scopes: await ownerScopes(s.user, info) };
     },
 
     loginCookies(info: RequestInfo, user: string, sessionId: string): string[] {
