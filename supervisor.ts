@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
+import { preflightSpawner } from './services/spawner/backends/index.js';
 import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
@@ -158,6 +159,9 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 
 async function start(config: HubConfig): Promise<void> {
   const log = createLogger('supervisor', config.Hub.log_level);
+  const spawner = preflightSpawner(config, log);
+  if (spawner.problems.length) throw new ConfigError(spawner.problems);
+  for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });

@@ -1,5 +1,6 @@
 // Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
 // bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
+import { createHash } from 'node:crypto';
 
 export const SERVERS_BUCKET = 'hub_servers';
 
@@ -21,10 +22,11 @@ export interface ServerRecord {
   state: ServerState;
   url: string;
   target: string;
-  port: number;
+  /** a local process id, for display (0 when the backend runs no local process) */
   pid: number;
-  /** process start time from /proc, so a re-used pid is never mistaken for our server */
-  pid_start: string;
+  /** the backend (`Hub.spawner_class`) that started it, and what that backend needs to find it again */
+  spawner_class: string;
+  spawner_state: Record<string, unknown>;
   started: string;
   last_activity: string;
   user_options: Record<string, unknown>;
@@ -36,6 +38,12 @@ export interface ServerRecord {
 /** KV keys allow only [-/_=.a-zA-Z0-9]: names are encoded. */
 export function serverKey(user: string, name: string): string {
   return `s.${Buffer.from(JSON.stringify([user, name])).toString('base64url')}`;
+}
+
+/** A short id safe in file names and cgroup names: readable prefix plus a hash of the key. */
+export function serverId(user: string, name: string): string {
+  const readable = `${user}${name ? `-${name}` : ''}`.toLowerCase().replace(/[^a-z0-9_.-]/g, '_').slice(0, 40);
+  return `${readable}-${createHash('sha256').update(serverKey(user, name)).digest('hex').slice(0, 10)}`;
 }
 
 export function parseServerKey(key: string): { user: string; name: string } | null {

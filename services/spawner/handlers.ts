@@ -1,19 +1,22 @@
-// The spawner's operations: start (with readiness and progress), stop (escalating signals), the
-// lists other actors read, re-adoption of servers that outlived a previous spawner, and activity.
-import type { ChildProcess } from 'node:child_process';
+// The spawner's operations: start (with readiness and progress), stop, the lists other actors read,
+// re-adoption of servers that outlived a previous spawner, and activity. How a server actually runs is
+// the backend's business (backend.ts; `Hub.spawner_class`); everything here is the same for all of them.
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
+import { withPrefixAliases } from '../../shared/environment.js';
 import type { Logger } from '../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
+import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
 import {
-  invalidServerNameReason, isActive, serverClientId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
+  invalidServerNameReason, isActive, serverClientId, serverId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
-import { freePort } from '../../shared/ports.js';
-import { isSameProcess, launch, processStartTime, stopProcess, waitForHttp } from './process.js';
+import type { ExitStatus, Listen, SpawnerBackend } from './backend.js';
+import { BACKENDS } from './backends/index.js';
+import { waitForHttp } from './readiness.js';
 import type { Registry } from './registry.js';
 
 export interface SpawnerDeps {
@@ -27,11 +30,16 @@ export interface SpawnerDeps {
   instance: string;
   /** hub.evt.server.<change> with the record as the proto's Server message */
   announce: (change: string, record: ServerRecord) => void;
+  /** the backend of each `Hub.spawner_class` a record may name (made on first use) */
+  backend: (spawnerClass: string) => SpawnerBackend;
 }
 
 /** What only this process knows about a server it is starting or stopping. */
 interface Local {
-  child?: ChildProcess;
+  /** the backend tells this process promptly when the server ends (else it is polled) */
+  watched?: boolean;
+  /** how it ended, once it has */
+  ended?: ExitStatus;
   abort?: AbortController;
   spawning?: Promise<void>;
   stopping?: Promise<void>;
@@ -49,7 +57,13 @@ export function serverMessage(r: ServerRecord) {
   };
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce }: SpawnerDeps) {
+/** "the server exited with code 1 (reason)": what a person reads in the progress stream and logs. */
+function describeExit(e: ExitStatus): string {
+  const how = e.code !== null && e.code !== undefined ? ` with code ${e.code}` : e.signal ? ` on ${e.signal}` : '';
+  return `the server exited${how}${e.reason ? ` (${e.reason})` : ''}`;
+}
+
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend }: SpawnerDeps) {
   const S = config.Spawner;
   const local = new Map<string, Local>();
   const localOf = (r: { user: string; name: string }) => {
@@ -66,24 +80,57 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await registry.save(r);
   }
 
-  function command(): string[] {
-    if (S.cmd.length) return [...S.cmd, ...S.args];
+  /** Progress percentages only go up; a backend's own messages sit between "requested" and "spawning". */
+  const backendProgress = (r: ServerRecord, message: string) =>
+    progress(r, { progress: Math.min(45, (r.progress.at(-1)?.progress ?? 0) + 10), message });
+
+  /** `Spawner.cmd` (of the profile, when it sets one) + args, or this project's own server. */
+  function command(spawner: HubConfig['Spawner']): string[] {
+    if (spawner.cmd.length) return [...spawner.cmd, ...spawner.args];
     const program = RUNNING_FROM_SOURCE ? join(REPO_ROOT, 'singleuser', 'server.ts') : join(REPO_ROOT, 'dist', 'singleuser', 'server.js');
-    return [process.execPath, ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), program, ...S.args];
+    return [process.execPath, ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), program, ...spawner.args];
   }
 
   /** What the server needs to know, and nothing of the hub's own environment beyond PATH and locale. */
-  function environment(r: ServerRecord, token: string): NodeJS.ProcessEnv {
+  function environment(r: ServerRecord, token: string, listen: Listen, spawner: HubConfig['Spawner']): Record<string, string> {
     const clientId = serverClientId(r.user, r.name);
     const accessScopes = JSON.stringify([`access:servers!server=${r.user}/${r.name}`, `access:servers!user=${r.user}`]);
-    return {
-      PATH: process.env.PATH, LANG: process.env.LANG ?? 'C.UTF-8', HOME: process.env.HOME,
-      ...S.environment,
+    const limits = limitsOf(spawner);
+    const inherited = Object.fromEntries((['PATH', 'HOME'] as const).flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : [])));
+    return withPrefixAliases({
+      ...inherited, LANG: process.env.LANG ?? 'C.UTF-8',
+      ...spawner.environment,
+      // as the established hub passes them: bytes, and cores
+      ...(limits.memBytes !== null ? { MEM_LIMIT: String(limits.memBytes) } : {}),
+      ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
       HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/', HUB_CLIENT_ID: clientId, HUB_USER: r.user,
-      HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `${r.target}${r.url}`,
+      HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
       HUB_OAUTH_CALLBACK_URL: `${r.url}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
-    };
+    }, config.Hub.env_prefix_aliases);
+  }
+
+  /** Follows the end of a server the backend watches for us (only the start that made `state` counts). */
+  function watchExit(r: ServerRecord, exited: Promise<ExitStatus> | undefined): void {
+    const l = localOf(r);
+    l.watched = Boolean(exited);
+    l.ended = undefined;
+    const state = JSON.stringify(r.spawner_state);
+    void exited?.then((status) => {
+      const now = registry.get(r.user, r.name);
+      if (!now || JSON.stringify(now.spawner_state) !== state) return;
+      l.ended = status;
+      void onExit(r.user, r.name, status);
+    });
+  }
+
+  /** null while it runs; why it ended, once it has (asks the backend when it cannot tell us itself). */
+  async function endedReason(r: ServerRecord): Promise<string | null> {
+    const l = localOf(r);
+    if (l.ended) return describeExit(l.ended);
+    if (l.watched) return null;
+    const p = await backend(r.spawner_class).poll(r.spawner_state);
+    return p.running ? null : describeExit(p);
   }
 
   async function revokeToken(r: ServerRecord): Promise<void> {
@@ -96,33 +143,40 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
-  /** Launch, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController): Promise<void> {
-    const l = localOf(r);
+  /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
+  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null): Promise<void> {
+    const b = backend(r.spawner_class);
     try {
       const issued = await tokens.issueServerToken({ user: r.user, server_name: r.name, url: r.url });
       r.token_id = issued.model!.id;
       // the server's token is also its OAuth client secret (reference §6.7)
       await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
-      r.port = await freePort();
-      r.target = `http://127.0.0.1:${r.port}`;
-      const child = launch({ cmd: command(), env: environment(r, issued.token), logFile: join(config.Hub.data_dir, 'servers', `${serverKey(r.user, r.name)}.log`) });
-      l.child = child;
-      child.on('exit', (code, signal) => void onChildExit(r.user, r.name, child, code, signal));
-      if (!child.pid) throw new Error(`could not start ${command()[0]}`);
-      r.pid = child.pid;
-      r.pid_start = processStartTime(child.pid);
-      await progress(r, { progress: 50, message: 'Spawning server...' });
+      const spawner = withOverrides(config, 'Spawner', profile);
+      const section = BACKENDS[r.spawner_class].section;
+      const started = await b.start({
+        server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner),
+        limits: limitsOf(spawner), notebookDir: spawner.notebook_dir,
+        options: section ? (withOverrides(config, section, profile) as Record<string, unknown>) : {},
+        progress: (message) => backendProgress(r, message), signal: abort.signal,
+      });
+      r.target = started.target;
+      r.spawner_state = started.state;
+      r.pid = started.pid ?? 0;
+      watchExit(r, started.exited);
+      await progress(r, { progress: 50, message: 'Spawning server...' }); // saved with its state: any spawner can adopt it from here
       await waitForHttp(`${r.target}${r.url}`, {
         timeoutMs: S.start_timeout * 1000, requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal,
-        alive: () => child.exitCode === null && child.signalCode === null,
+        ended: () => endedReason(r),
       });
       await markReady(r, 'ready');
       void audit.publish('server', 'start', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
     } catch (e) {
       const cancelled = abort.signal.aborted;
       const reason = (e as Error).message;
-      if (r.pid) await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log).catch(() => undefined);
+      if (Object.keys(r.spawner_state).length) {
+        await b.stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((err: Error) =>
+          log.warn({ event: 'server.spawn.cleanup_failed', server: label(r), err: err.message }, 'failed start not cleaned up'));
+      }
       await revokeToken(r);
       r.state = 'failed';
       r.target = '';
@@ -144,16 +198,20 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     announce(change, r);
   }
 
-  /** A server exits on its own (crash, or killed by someone): clean up and say so. */
-  async function onChildExit(user: string, name: string, child: ChildProcess, code: number | null, signal: string | null): Promise<void> {
+  /** A server exits on its own (crash, out of memory, killed by someone): clean up and say so. */
+  async function onExit(user: string, name: string, status: ExitStatus): Promise<void> {
     const r = registry.get(user, name);
-    if (!r || r.pid !== child.pid || r.state !== 'running') return; // a start or a stop is handling it
-    log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code, signal }, 'server exited by itself');
-    await forget(r, 'exited');
+    if (!r || r.state !== 'running') return; // a start or a stop is handling it
+    log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: status.code, signal: status.signal, reason: status.reason }, 'server exited by itself');
+    await forget(r, describeExit(status));
   }
 
-  /** Removes a server that is gone: token revoked, record dropped, event and audit line. */
-  async function forget(r: ServerRecord, reason: string): Promise<void> {
+  /** Removes a server that is gone: what it held freed, token revoked, record dropped, event and audit line. */
+  async function forget(r: ServerRecord, reason: string, freed = false): Promise<void> {
+    if (!freed && Object.keys(r.spawner_state).length) {
+      await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
+        log.warn({ event: 'server.free_failed', server: label(r), err: e.message }, 'what the server held was not freed'));
+    }
     await revokeToken(r);
     await registry.remove(r.user, r.name);
     local.delete(serverKey(r.user, r.name));
@@ -174,12 +232,12 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await registry.save(r);
     announce('stopping', r);
     try {
-      await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log);
+      await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 });
     } catch (e) {
       log.error({ event: 'server.stop.failed', server: label(r), err: (e as Error).message }, 'server could not be stopped');
       throw e;
     }
-    await forget(r, `stopped by ${by}`);
+    await forget(r, `stopped by ${by}`, true);
   }
 
   function checkStartAllowed(user: string, name: string): void {
@@ -208,7 +266,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
   }
 
-  const alive = (r: ServerRecord) => isSameProcess(r.pid, r.pid_start);
+  const alive = async (r: ServerRecord) => (await backend(r.spawner_class).poll(r.spawner_state)).running;
 
   return {
     async startServer(req: { user: string; name: string; user_options_json: string; by: string }) {
@@ -216,14 +274,16 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
       if (current?.state === 'running') {
-        if (alive(current)) throw errors.badRequest(`${label(req)} is already running`);
+        if (await alive(current)) throw errors.badRequest(`${label(req)} is already running`);
         await forget(current, 'found dead at start');
       }
       checkStartAllowed(req.user, req.name);
       const options = req.user_options_json ? JSON.parse(req.user_options_json) : current?.user_options ?? {};
+      const profile = chooseProfile(config, options); // an unknown profile is a 400 before anything starts
       const now = isoNow();
       const r: ServerRecord = {
-        user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', port: 0, pid: 0, pid_start: '',
+        user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', pid: 0,
+        spawner_class: config.Hub.spawner_class, spawner_state: {},
         started: now, last_activity: now, user_options: options, instance, token_id: '',
         progress: [{ progress: 0, message: 'Server requested' }],
       };
@@ -232,7 +292,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const abort = new AbortController();
       const l = localOf(r);
       l.abort = abort;
-      const spawning = spawnServer(r, abort);
+      const spawning = spawnServer(r, abort, profile);
       l.spawning = spawning;
       spawning.catch(() => undefined);
       const outcome = await Promise.race([spawning.then(() => 'ready' as const), sleep(S.slow_spawn_timeout * 1000).then(() => 'pending' as const)]);
@@ -275,11 +335,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     async adoptAll(): Promise<void> {
       for (const r of registry.all()) {
         if (r.state === 'failed') continue;
-        if (!alive(r)) {
+        const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
+        if (!adopted) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
           await forget(r, 'died while the spawner was down');
           continue;
         }
+        watchExit(r, adopted.exited);
         if (r.state === 'stop') {
           const l = localOf(r);
           l.stopping = stopServerNow(r, 'actor:spawner (resumed)');
@@ -289,7 +351,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         const abort = new AbortController();
         const resumed = waitForHttp(`${r.target}${r.url}`, {
           timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
-          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, alive: () => alive(r),
+          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
         });
         try {
           await resumed;
@@ -305,11 +367,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       }
     },
 
-    /** Servers this process did not start send no exit event: look at them now and then. */
+    /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */
     async pollAdopted(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state !== 'running' || local.get(serverKey(r.user, r.name))?.child) continue;
-        if (!alive(r)) await forget(r, 'exited');
+        if (r.state !== 'running' || local.get(serverKey(r.user, r.name))?.watched) continue;
+        const p = await backend(r.spawner_class).poll(r.spawner_state).catch(() => ({ running: true as const }));
+        if (!p.running) {
+          log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: p.code, reason: p.reason }, 'server exited by itself');
+          await forget(r, describeExit(p));
+        }
       }
     },
 
