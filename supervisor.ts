@@ -6,7 +6,7 @@ import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
-import { ConfigError, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { normalizeUsername } from './shared/names.js';
@@ -186,19 +186,25 @@ async function start(config: HubConfig): Promise<void> {
   };
   // Children get what they need to run, not the supervisor's whole environment.
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
+  // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
+  const natsToken = process.env[NATS_TOKEN_ENV] || `hub_${newToken()}`;
+  if (!/^[A-Za-z][A-Za-z0-9_]{15,}$/.test(natsToken)) throw new ConfigError([`${NATS_TOKEN_ENV}: expected 16 or more letters, digits and "_", starting with a letter`]);
+  if (!config.Hub.nats_url) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
+  const tokenEnv = config.Hub.nats_url && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
 
   if (!config.Hub.nats_url) {
     children.push(new SupervisedChild({
       id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, 'nats.conf')], ipc: false,
       env: { ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port), HUB_NATS_NAME: `hub-${config.Hub.nats_port}`,
-        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid') },
+        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid'), ...tokenEnv },
     }, policy, log, recordProcesses));
   }
   for (const actor of ACTORS) {
     children.push(new SupervisedChild({
       id: actor, command: process.execPath, ipc: true,
       args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
-      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath },
+      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv },
     }, policy, log, recordProcesses));
   }
 

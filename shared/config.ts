@@ -399,6 +399,9 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
 
 export const RESOLVED_CONFIG_ENV = 'HUB_RESOLVED_CONFIG';
 
+/** The hub's NATS admits only clients with this token; the supervisor hands it to its actors in this variable. */
+export const NATS_TOKEN_ENV = 'HUB_NATS_TOKEN';
+
 /** Written 0600 into the data dir: it may hold secrets, so it never travels in the environment. */
 export function writeResolvedConfig(config: HubConfig, path: string): void {
   mkdirSync(resolve(path, '..'), { recursive: true, mode: 0o700 });

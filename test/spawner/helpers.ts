@@ -3,13 +3,14 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'nats';
 import { fileURLToPath } from 'node:url';
+import { NATS_TOKEN } from '../harness.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
 
 /** The registry entry of a server, straight from the KV bucket (null when absent). */
 export async function serverRecord(natsUrl: string, user: string, name = ''): Promise<ServerRecord | null> {
-  const nc = await connect({ servers: natsUrl });
+  const nc = await connect({ servers: natsUrl, token: NATS_TOKEN });
   try {
     const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
     const e = await kv.get(serverKey(user, name));

@@ -61,7 +61,7 @@ test.serial('localprocess: the server runs as the user\'s account: uid, gid, gro
   t.is(me.fileMode, 0o644, 'files it creates are 0644');
 });
 
-test.serial('localprocess: the server cannot read the hub\'s data dir, stores, cookie secret, server logs, or another user\'s home', async (t) => {
+test.serial('localprocess: the server cannot read the hub\'s data dir, stores, cookie secret, server logs, NATS (registry, routes), or another user\'s home', async (t) => {
   // bob's account and home are made by the hub, through a profile that sets create_system_users
   t.is((await api('POST', `/users/${BOB}/server`, { token: ADMIN, body: { user_options: { profile: 'newcomer' } } })).status, 201);
   const rec = (await serverRecord(hub.natsUrl, ALICE))!;
@@ -76,6 +76,8 @@ test.serial('localprocess: the server cannot read the hub\'s data dir, stores, c
     t.deepEqual(await probe(rec, `read?path=${encodeURIComponent(path)}`), { ok: false, code: 'EACCES' }, path);
   }
   t.deepEqual(await probe(rec, `read?path=${encodeURIComponent(join(account(ALICE).home, '.bashrc'))}`), { ok: true }, 'its own home is readable');
+  // the registry, routes and events live in the hub's NATS: a server may connect but is refused without the hub's token
+  t.regex((await probe(rec, `tcp?port=${hub.natsPort}`)).answer, /Authorization Violation/);
   t.is((await api('DELETE', `/users/${BOB}/server`, { token: ADMIN })).status, 204);
 });
 
