@@ -2,7 +2,7 @@
 // belongs to the hub or to other users. Real accounts (useradd), real processes, real permission checks.
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, SUPERVISOR, startHub, type HubUnderTest } from '../harness.js';
@@ -28,7 +28,7 @@ test.before(async () => {
       Spawner: {
         cmd: [process.execPath, PROBE],
         profiles: [
-          { name: 'standard', display_name: 'Standard', default: true },
+          { name: 'standard', display_name: 'Standard', default: true, overrides: { 'Spawner.mem_limit': '256M', 'Spawner.cpu_limit': 1 } },
           { name: 'newcomer', display_name: 'Newcomer', description: 'creates your account', overrides: { 'LocalProcessSpawner.create_system_users': true } },
         ],
       },
@@ -61,7 +61,7 @@ test.serial('localprocess: the server runs as the user\'s account: uid, gid, gro
   t.is(me.fileMode, 0o644, 'files it creates are 0644');
 });
 
-test.serial('localprocess: the server cannot read the hub\'s data dir, stores, cookie secret, server logs, NATS (registry, routes), or another user\'s home', async (t) => {
+test.serial('localprocess: the server cannot read the hub\'s data dir, stores, cookie secret, server logs, NATS (registry, routes), its cgroup limits, or another user\'s home', async (t) => {
   // bob's account and home are made by the hub, through a profile that sets create_system_users
   t.is((await api('POST', `/users/${BOB}/server`, { token: ADMIN, body: { user_options: { profile: 'newcomer' } } })).status, 201);
   const rec = (await serverRecord(hub.natsUrl, ALICE))!;
@@ -76,6 +76,13 @@ test.serial('localprocess: the server cannot read the hub\'s data dir, stores, c
     t.deepEqual(await probe(rec, `read?path=${encodeURIComponent(path)}`), { ok: false, code: 'EACCES' }, path);
   }
   t.deepEqual(await probe(rec, `read?path=${encodeURIComponent(join(account(ALICE).home, '.bashrc'))}`), { ok: true }, 'its own home is readable');
+  // its limits are the hub's: it sits in its groups but cannot raise them or leave
+  for (const dir of (rec.spawner_state.cgroup as { dirs: string[] }).dirs) {
+    t.true(readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').includes(String(rec.pid)));
+    for (const file of ['memory.limit_in_bytes', 'memory.max', 'cpu.cfs_quota_us', 'cpu.max', 'cgroup.procs'].filter((f) => existsSync(join(dir, f)))) {
+      t.deepEqual(await probe(rec, `write?path=${encodeURIComponent(join(dir, file))}`), { ok: false, code: 'EACCES' }, file);
+    }
+  }
   // the registry, routes and events live in the hub's NATS: a server may connect but is refused without the hub's token
   t.regex((await probe(rec, `tcp?port=${hub.natsPort}`)).answer, /Authorization Violation/);
   t.is((await api('DELETE', `/users/${BOB}/server`, { token: ADMIN })).status, 204);
