@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
 import { ConfigError, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { normalizeUsername } from './shared/names.js';
@@ -136,15 +137,15 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
   }
   return {
     id: `service:${svc.name}`, command: command[0], args: command.slice(1), ipc: false, cwd: typeof svc.cwd === 'string' ? svc.cwd : undefined, ...ids,
-    env: {
-      ...baseEnv, ...(svc.environment as Record<string, string> | undefined),
+    env: { ...baseEnv, ...withPrefixAliases({
+      ...(svc.environment as Record<string, string> | undefined),
       HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/',
       HUB_SERVICE_PREFIX: prefix, ...(svc.url ? { HUB_SERVICE_URL: svc.url } : {}),
       HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
       HUB_CLIENT_ID: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`,
       HUB_OAUTH_CALLBACK_URL: typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : `${prefix}oauth_callback`,
-    },
+    } as Record<string, string>, config.Hub.env_prefix_aliases) },
   };
 }
 
