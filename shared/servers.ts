@@ -13,8 +13,11 @@ export interface ProgressEvent {
   url?: string;
 }
 
-/** `spawn` starting, `running` serving, `stop` stopping, `failed` last start failed (shown to progress only). */
-export type ServerState = 'spawn' | 'running' | 'stop' | 'failed';
+/**
+ * `spawn` starting, `running` serving, `stop` stopping; then, kept as the established hub keeps them (with
+ * their user_options, until removed): `failed` (the last start failed; its progress says why) or `stopped`.
+ */
+export type ServerState = 'spawn' | 'running' | 'stop' | 'failed' | 'stopped';
 
 export interface ServerRecord {
   user: string;
@@ -30,6 +33,8 @@ export interface ServerRecord {
   started: string;
   last_activity: string;
   user_options: Record<string, unknown>;
+  /** a human-readable name for pages (any text; the API name stays strict) */
+  display_name?: string;
   instance: string;
   token_id: string;
   progress: ProgressEvent[];
@@ -78,12 +83,13 @@ export function progressUrl(user: string, name: string): string {
 
 export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';
 
-/** The server model of the API (seed "Server model", reference §5.2). */
-export function serverModel(r: ServerRecord): Record<string, unknown> {
+/** The server model of the API (seed "Server model", reference §5.2); `state` only for admin:server_state. */
+export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Record<string, unknown> {
   const ready = r.state === 'running';
   return {
     name: r.name,
     full_name: `${r.user}/${r.name}`,
+    display_name: r.display_name || r.name,
     ready,
     pending: r.state === 'spawn' ? 'spawn' : r.state === 'stop' ? 'stop' : null,
     stopped: !isActive(r),
@@ -92,6 +98,7 @@ export function serverModel(r: ServerRecord): Record<string, unknown> {
     started: r.started || null,
     last_activity: r.last_activity || null,
     user_options: r.user_options,
+    ...(o.state ? { state: isActive(r) ? r.spawner_state : {} } : {}),
   };
 }
 

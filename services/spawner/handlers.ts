@@ -11,7 +11,7 @@ import type { Logger } from '../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
 import {
-  invalidServerNameReason, isActive, serverClientId, serverId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
+  invalidServerNameReason, isActive, serverClientId, serverId, serverKey, serverModel, serverUrl, type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
 import type { ExitStatus, Listen, SpawnerBackend } from './backend.js';
@@ -55,6 +55,11 @@ export function serverMessage(r: ServerRecord) {
     url: r.url, target: r.target, started: r.started, last_activity: r.last_activity, user_options_json: JSON.stringify(r.user_options),
     pid: r.pid, instance: r.instance,
   };
+}
+
+/** What stays of a server once it has stopped: who, which, when, and the options of its last start. */
+function stoppedRecord(r: ServerRecord): ServerRecord {
+  return { ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [] };
 }
 
 /** "the server exited with code 1 (reason)": what a person reads in the progress stream and logs. */
@@ -206,14 +211,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await forget(r, describeExit(status));
   }
 
-  /** Removes a server that is gone: what it held freed, token revoked, record dropped, event and audit line. */
+  /**
+   * A server that is gone: what it held freed, token revoked, event and audit line. Its record stays,
+   * `stopped`, with its options (as the established hub keeps stopped servers) until it is removed.
+   */
   async function forget(r: ServerRecord, reason: string, freed = false): Promise<void> {
     if (!freed && Object.keys(r.spawner_state).length) {
       await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
         log.warn({ event: 'server.free_failed', server: label(r), err: e.message }, 'what the server held was not freed'));
     }
     await revokeToken(r);
-    await registry.remove(r.user, r.name);
+    await registry.save(stoppedRecord(r));
     local.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
     void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(r), outcome: 'ok', reason });
@@ -225,7 +233,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       l.abort?.abort();
       await l.spawning?.catch(() => undefined);
       const after = registry.get(r.user, r.name);
-      if (after && after.state === 'failed') await registry.remove(r.user, r.name);
+      if (after && after.state === 'failed') await registry.save(stoppedRecord(after)); // cancelled, not failed
       return;
     }
     r.state = 'stop';
@@ -240,19 +248,22 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await forget(r, `stopped by ${by}`, true);
   }
 
+  /** A new named server: enabled, a valid name, within the user's limit (stopped ones count until removed). */
+  function checkNewNamed(user: string, name: string): void {
+    if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+    const why = invalidServerNameReason(name);
+    if (why) throw errors.badRequest(`Invalid server_name: '${name.slice(0, 60)}' (${why})`);
+    const limit = config.Hub.named_server_limit_per_user;
+    const named = registry.all().filter((r) => r.user === user && r.name !== '').length;
+    if (limit > 0 && named >= limit) {
+      throw errors.badRequest(`User ${user} already has the maximum of ${limit} named servers.  One must be deleted before a new server can be created`);
+    }
+  }
+
   function checkStartAllowed(user: string, name: string): void {
     if (name) {
       if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
-      const existing = registry.get(user, name);
-      if (!existing) {
-        const why = invalidServerNameReason(name);
-        if (why) throw errors.badRequest(`Invalid server_name: '${name.slice(0, 60)}' (${why})`);
-        const limit = config.Hub.named_server_limit_per_user;
-        const named = registry.all().filter((r) => r.user === user && r.name !== '' && isActive(r)).length;
-        if (limit > 0 && named >= limit) {
-          throw errors.badRequest(`User ${user} already has the maximum of ${limit} named servers.  One must be deleted before a new server can be created`);
-        }
-      }
+      if (!registry.get(user, name)) checkNewNamed(user, name);
     }
     const all = registry.all();
     const spawning = all.filter((r) => r.state === 'spawn').length;
@@ -268,8 +279,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
   const alive = async (r: ServerRecord) => (await backend(r.spawner_class).poll(r.spawner_state)).running;
 
+  /** user_options as a start or a PATCH gives them: an object whose profile (if any) exists. */
+  function checkOptions(options: unknown): Record<string, unknown> {
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be an object');
+    chooseProfile(config, options as Record<string, unknown>);
+    return options as Record<string, unknown>;
+  }
+
+  const modelJson = (r: ServerRecord) => JSON.stringify(serverModel(r));
+
   return {
-    async startServer(req: { user: string; name: string; user_options_json: string; by: string }) {
+    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string }) {
       const current = registry.get(req.user, req.name);
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
@@ -286,6 +306,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         spawner_class: config.Hub.spawner_class, spawner_state: {},
         started: now, last_activity: now, user_options: options, instance, token_id: '',
         progress: [{ progress: 0, message: 'Server requested' }],
+        ...(req.display_name || current?.display_name ? { display_name: req.display_name || current?.display_name } : {}),
       };
       await registry.save(r);
       announce('spawning', r);
@@ -299,12 +320,23 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: outcome, server: serverMessage(registry.get(req.user, req.name) ?? r) };
     },
 
-    async stopServer(req: { user: string; name: string; by: string }) {
+    async stopServer(req: { user: string; name: string; by: string; remove?: boolean }) {
+      if (req.remove && !req.name) throw errors.badRequest('The default server cannot be removed, only stopped');
       const r = registry.get(req.user, req.name);
-      if (!r || !isActive(r)) return { status: 'stopped' };
+      // `remove` forgets the server (and its options) once it is stopped
+      const removeAfter = async () => {
+        if (req.remove && registry.get(req.user, req.name) && !isActive(registry.get(req.user, req.name)!)) await registry.remove(req.user, req.name);
+      };
+      if (!r || !isActive(r)) {
+        await removeAfter();
+        return { status: 'stopped' };
+      }
       const l = localOf(r);
-      if (r.state === 'stop' && l.stopping) return { status: 'pending', server: serverMessage(r) };
-      const stopping = l.stopping ?? stopServerNow(r, req.by);
+      if (r.state === 'stop' && l.stopping) {
+        if (req.remove) void l.stopping.then(removeAfter, () => undefined);
+        return { status: 'pending', server: serverMessage(r) };
+      }
+      const stopping = (l.stopping ?? stopServerNow(r, req.by)).then(removeAfter);
       l.stopping = stopping;
       stopping.catch(() => undefined).finally(() => { if (local.get(serverKey(r.user, r.name)) === l) l.stopping = undefined; });
       const outcome = await Promise.race([stopping.then(() => 'stopped' as const), sleep(S.slow_stop_timeout * 1000).then(() => 'pending' as const)]);
@@ -322,6 +354,46 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: 'stopped' };
     },
 
+    /** PUT: a named server that exists, stopped, without starting it. */
+    async createServer(req: { user: string; name: string; user_options_json: string; display_name: string; by: string }) {
+      if (!req.name) throw errors.badRequest('Only named servers can be created');
+      if (registry.get(req.user, req.name)) throw errors.conflict(`${label(req)} already exists`);
+      checkNewNamed(req.user, req.name);
+      const r: ServerRecord = {
+        user: req.user, name: req.name, state: 'stopped', url: serverUrl(req.user, req.name), target: '', pid: 0,
+        spawner_class: config.Hub.spawner_class, spawner_state: {}, started: '', last_activity: '',
+        user_options: req.user_options_json ? checkOptions(JSON.parse(req.user_options_json)) : {},
+        instance, token_id: '', progress: [], ...(req.display_name ? { display_name: req.display_name } : {}),
+      };
+      await registry.save(r);
+      void audit.publish('server', 'create', { who: req.by, what: label(r), outcome: 'ok' });
+      return { status: 'created', model_json: modelJson(r) };
+    },
+
+    /** PATCH: rename, display_name or user_options of a server that exists and is stopped. */
+    async modifyServer(req: { user: string; name: string; changes_json: string; by: string }) {
+      const r = registry.get(req.user, req.name);
+      if (!r) throw errors.notFound(`${req.user} has no server named '${req.name.slice(0, 60)}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+      if (isActive(r)) throw errors.badRequest(`${label(req)} must be stopped before it can be modified`);
+      const changes = JSON.parse(req.changes_json) as { name?: string; display_name?: string; user_options?: unknown };
+      const next: ServerRecord = { ...r };
+      if (changes.user_options !== undefined) next.user_options = checkOptions(changes.user_options);
+      if (changes.display_name !== undefined) next.display_name = changes.display_name;
+      if (changes.name !== undefined && changes.name !== r.name) {
+        if (!r.name) throw errors.badRequest('The default server cannot be renamed');
+        const why = invalidServerNameReason(changes.name);
+        if (why) throw errors.badRequest(`Invalid server_name: '${changes.name.slice(0, 60)}' (${why})`);
+        if (registry.get(r.user, changes.name)) throw errors.conflict(`${label({ user: r.user, name: changes.name })} already exists`);
+        Object.assign(next, { name: changes.name, url: serverUrl(r.user, changes.name), progress: [] });
+        await registry.save(next);
+        await registry.remove(r.user, r.name);
+      } else {
+        await registry.save(next);
+      }
+      void audit.publish('server', 'modify', { who: req.by, what: label(r), outcome: 'ok', renamed: next.name !== r.name ? next.name : undefined });
+      return { status: 'modified', model_json: modelJson(next) };
+    },
+
     userServers: (req: { user: string }) => ({ servers: registry.all().filter((r) => r.user === req.user && isActive(r)).map(serverMessage) }),
 
     listServers: (req: { ready_only: boolean }) => ({
@@ -334,7 +406,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      */
     async adoptAll(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state === 'failed') continue;
+        if (!isActive(r)) continue;
         const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
         if (!adopted) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');

@@ -57,6 +57,7 @@ await runActor('spawner', async (ctx) => {
   return {
     grpc: {
       StartServer: h.startServer, StopServer: h.stopServer, StopUserServers: h.stopUserServers,
+      CreateServer: h.createServer, ModifyServer: h.modifyServer,
       UserServers: h.userServers, ListServers: h.listServers,
     },
     nats: {

@@ -13,7 +13,9 @@ import { subjects } from '../../../shared/subjects.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
-  const model = (held: ReadonlySet<string>, u: UserRecord) => userModel(held, u, book, servers.of(u.name));
+  /** `?include_stopped_servers` (present = yes, as the established hub reads it) shows stopped servers too. */
+  const model = (held: ReadonlySet<string>, u: UserRecord, req?: ApiRequest) =>
+    userModel(held, u, book, servers.of(u.name), { includeStopped: req?.query.has('include_stopped_servers') && !/^(0|false)$/i.test(req.query.get('include_stopped_servers') ?? '') });
   const resource = userResource(deps);
   const adminScopes = expandScopes(book.get('admin')!.scopes);
 
@@ -31,7 +33,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
 
   function respondUser(req: ApiRequest, status: number, user: UserRecord): void {
     users.remember(user);
-    req.reply.json(status, model(req.held, user) ?? { kind: 'user', name: user.name });
+    req.reply.json(status, model(req.held, user, req) ?? { kind: 'user', name: user.name });
   }
 
   return [
@@ -56,7 +58,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           exclude_names: byState && state === 'inactive' ? withServers : [],
         });
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
-        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u); }).filter(Boolean);
+        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, req); }).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
     },
@@ -78,7 +80,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, model(req.held, user));
+        req.reply.json(200, model(req.held, user, req));
       },
     },
     {
