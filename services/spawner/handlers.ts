@@ -16,6 +16,7 @@ import {
 import { isoNow } from '../../shared/time.js';
 import type { ExitStatus, Listen, SpawnerBackend } from './backend.js';
 import { BACKENDS } from './backends/index.js';
+import { SpawnQueue } from './queue.js';
 import { waitForHttp } from './readiness.js';
 import type { Registry } from './registry.js';
 
@@ -77,6 +78,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (!l) local.set(key, (l = {}));
     return l;
   };
+  // starts beyond the limit wait their turn; each move is a progress line ("2 starts ahead of yours")
+  const waitingRecords = new Map<string, ServerRecord>();
+  const waited = new Set<string>();
+  const queue = new SpawnQueue(config.Hub.concurrent_spawn_limit, config.Hub.spawn_queue_limit, (key, ahead) => {
+    const r = waitingRecords.get(key);
+    if (!r) return;
+    waited.add(key);
+    void progress(r, { progress: 0, message: ahead ? `${ahead} start${ahead === 1 ? '' : 's'} ahead of yours` : 'Next in line' }).catch(() => undefined);
+  });
   const hubHost = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip;
   const apiUrl = `http://${hubHost}:${config.Hub.port}/hub/api`;
 
@@ -193,6 +203,28 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
   }
 
+  /** Waits for a turn in the spawn queue (if the limit is reached), then starts. */
+  async function queuedSpawn(r: ServerRecord, abort: AbortController, profile: Profile | null): Promise<void> {
+    const key = serverKey(r.user, r.name);
+    waitingRecords.set(key, r);
+    try {
+      await queue.turn(key, abort.signal);
+    } catch {
+      r.state = 'failed';
+      await progress(r, { progress: 100, failed: true, message: 'Spawn cancelled' });
+      announce('failed', r);
+      throw errors.spawnFailed('Spawn cancelled');
+    } finally {
+      waitingRecords.delete(key);
+    }
+    try {
+      if (waited.delete(key)) await progress(r, { progress: 5, message: 'Your turn: starting' });
+      await spawnServer(r, abort, profile);
+    } finally {
+      queue.release();
+    }
+  }
+
   async function markReady(r: ServerRecord, change: 'ready' | 'adopted'): Promise<void> {
     r.state = 'running';
     if (change === 'ready') {
@@ -266,8 +298,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       if (!registry.get(user, name)) checkNewNamed(user, name);
     }
     const all = registry.all();
-    const spawning = all.filter((r) => r.state === 'spawn').length;
-    if (config.Hub.concurrent_spawn_limit > 0 && spawning >= config.Hub.concurrent_spawn_limit) {
+    if (queue.admit() === 'full') {
       const retry = 30 + Math.floor(Math.random() * 31);
       throw errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry);
     }
@@ -313,9 +344,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const abort = new AbortController();
       const l = localOf(r);
       l.abort = abort;
-      const spawning = spawnServer(r, abort, profile);
+      const waits = queue.admit() === 'wait';
+      const spawning = queuedSpawn(r, abort, profile);
       l.spawning = spawning;
       spawning.catch(() => undefined);
+      if (waits) return { status: 'pending', server: serverMessage(r) }; // queued: 202 at once, the place is on the progress stream
       const outcome = await Promise.race([spawning.then(() => 'ready' as const), sleep(S.slow_spawn_timeout * 1000).then(() => 'pending' as const)]);
       return { status: outcome, server: serverMessage(registry.get(req.user, req.name) ?? r) };
     },
