@@ -2,8 +2,9 @@
 import { api } from './api.js';
 import { footprint } from './footprint.js';
 import { proxy } from './proxy.js';
+import { spawnBench } from './spawn.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), spawn: () => spawnBench() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];
