@@ -5,7 +5,7 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import WebSocket from 'ws';
-import { isAlive, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { isAlive, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { Browser } from '../oauth/browser.js';
 import { account, serverRecord, systemAccounts } from './helpers.js';
@@ -106,12 +106,20 @@ test.serial('jupyter: the established hub\'s single-user server runs unchanged a
   t.is(kernel.status, 201, kernel.body);
   const { id } = JSON.parse(kernel.body);
   const cookieHeader = [...browser.jar.values()].filter((c) => prefix.startsWith(c.path) || c.path === '/').map((c) => `${c.name}=${c.value}`).join('; ');
-  const ws = new WebSocket(`${hub.url.replace('http', 'ws')}${prefix}api/kernels/${id}/channels?session_id=${randomUUID()}`, { headers: { cookie: cookieHeader } });
-  await new Promise<void>((resolve, reject) => {
-    ws.once('open', () => resolve());
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) => reject(new Error(`WebSocket refused: ${res.statusCode}`)));
-  });
+  // the notebook answers the handshake only once the kernel is up: on a loaded machine that can outlast the
+  // gateway's connect timeout (503), and the notebook's page reconnects; so does this client, a bounded few times
+  let ws!: WebSocket;
+  for (let attempt = 1; ; attempt++) {
+    ws = new WebSocket(`${hub.url.replace('http', 'ws')}${prefix}api/kernels/${id}/channels?session_id=${randomUUID()}`, { headers: { cookie: cookieHeader } });
+    const status = await new Promise<number>((resolve, reject) => {
+      ws.once('open', () => resolve(101));
+      ws.once('error', reject);
+      ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    });
+    if (status === 101) break;
+    if (status !== 503 || attempt === 6) throw new Error(`WebSocket refused: ${status} (attempt ${attempt})`);
+    await sleep(2000);
+  }
   try {
     const a = account(USER);
     const out = await execute(ws, 'import os, getpass\nprint(6 * 7, os.getuid(), getpass.getuser(), os.getcwd())');
