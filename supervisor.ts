@@ -5,7 +5,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
-import { ConfigError, hubInternalUrl, loadConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { preflightSpawner } from './services/spawner/backends/index.js';
+import { ConfigError, hubInternalUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { isAlive, processesFile, processStart, readProcesses, type ProcessesRecord } from './shared/processes.js';
@@ -93,15 +95,15 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
   }
   return {
     id: `service:${svc.name}`, command: command[0], args: command.slice(1), ipc: false, cwd: typeof svc.cwd === 'string' ? svc.cwd : undefined, ...ids,
-    env: {
-      ...baseEnv, ...(svc.environment as Record<string, string> | undefined),
+    env: { ...baseEnv, ...withPrefixAliases({
+      ...(svc.environment as Record<string, string> | undefined),
       HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/',
       HUB_SERVICE_PREFIX: prefix, ...(svc.url ? { HUB_SERVICE_URL: svc.url } : {}),
       HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
       HUB_CLIENT_ID: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`,
       HUB_OAUTH_CALLBACK_URL: typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : `${prefix}oauth_callback`,
-    },
+    } as Record<string, string>, config.Hub.env_prefix_aliases) },
   };
 }
 
@@ -116,6 +118,9 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 
 async function start(config: HubConfig): Promise<void> {
   const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format);
+  const spawner = preflightSpawner(config, log);
+  if (spawner.problems.length) throw new ConfigError(spawner.problems);
+  for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -147,19 +152,25 @@ async function start(config: HubConfig): Promise<void> {
   };
   // Children get what they need to run, not the supervisor's whole environment.
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
+  // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
+  const natsToken = process.env[NATS_TOKEN_ENV] || `hub_${newToken()}`;
+  if (!/^[A-Za-z][A-Za-z0-9_]{15,}$/.test(natsToken)) throw new ConfigError([`${NATS_TOKEN_ENV}: expected 16 or more letters, digits and "_", starting with a letter`]);
+  if (!config.Hub.nats_url) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
+  const tokenEnv = config.Hub.nats_url && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
 
   if (!config.Hub.nats_url) {
     children.push(new SupervisedChild({
       id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, 'nats.conf')], ipc: false,
       env: { ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port), HUB_NATS_NAME: `hub-${config.Hub.nats_port}`,
-        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid') },
+        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid'), ...tokenEnv },
     }, policy, log, recordProcesses));
   }
   for (const actor of ACTORS) {
     children.push(new SupervisedChild({
       id: actor, command: process.execPath, ipc: true,
       args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
-      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath },
+      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv },
     }, policy, log, recordProcesses));
   }
 

@@ -45,20 +45,39 @@ function usesExternalNats() {
   }
 }
 
+/** apt-get install, waiting for the dpkg lock (other installs may run) and refreshing the lists once if needed. */
+function aptInstall(packages) {
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const args = ['-o', 'DPkg::Lock::Timeout=300', 'install', '-y', '--no-install-recommends', ...packages];
+  let r = spawnSync('apt-get', args, { ...quiet, env });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['-o', 'DPkg::Lock::Timeout=300', 'update'], { ...quiet, env });
+    r = spawnSync('apt-get', args, { ...quiet, env });
+  }
+  return r.status === 0;
+}
+
+const canApt = () => process.getuid?.() === 0 && existsSync('/usr/bin/apt-get');
+
 function installNatsServer() {
   if (findOnPath('nats-server', ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin'])) return;
   if (usesExternalNats() && !process.argv.includes('--for-tests')) return;
-  const isRoot = process.getuid?.() === 0;
-  const hasApt = existsSync('/usr/bin/apt-get');
-  if (!isRoot || !hasApt) fail('nats-server is not installed: run `sudo apt-get install -y nats-server`, or set HUB_NATS_URL to an existing NATS');
+  if (!canApt()) fail('nats-server is not installed: run `sudo apt-get install -y nats-server`, or set HUB_NATS_URL');
   console.error('hub setup: installing nats-server (apt-get)');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  let r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
-  if (r.status !== 0) {
-    spawnSync('apt-get', ['update'], { ...quiet, env });
-    r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
+  if (!aptInstall(['nats-server'])) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
+}
+
+/**
+ * Tests run the established hub's own single-user server (notebook 6) behind this hub, as a localprocess
+ * user: Debian packages it. Only for tests; `npm start` never needs it.
+ */
+function installJupyterForTests() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/bin/jupyterhub-singleuser')) return;
+  if (!canApt()) fail('the tests need /usr/bin/jupyterhub-singleuser: run `sudo apt-get install -y jupyterhub python3-notebook python3-ipykernel`');
+  console.error('hub setup: installing jupyterhub and python3-notebook for the tests (apt-get)');
+  if (!aptInstall(['jupyterhub', 'python3-notebook', 'python3-ipykernel'])) {
+    fail('`apt-get install -y jupyterhub python3-notebook python3-ipykernel` failed: install them by hand');
   }
-  if (r.status !== 0) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
 }
 
 /** The browser tests drive Debian's chromium through playwright-core (its own browser download cannot reach the internet here). */
@@ -137,4 +156,5 @@ function build() {
 installNpmPackages();
 installNatsServer();
 installChromium();
+installJupyterForTests();
 build();

@@ -8,7 +8,7 @@ import { invalidNameReason } from './names.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
 
-type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list';
+type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
 
 interface OptionSpec {
   kind: Kind;
@@ -47,10 +47,12 @@ export const SCHEMA = {
     load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
     activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
-    spawner_class: { kind: 'string', default: 'localprocess', help: 'how single-user servers are started', choices: ['localprocess'] },
+    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account) or "localprocess" (each as its user\'s system account; needs root)', choices: ['simple', 'localprocess'] },
+    env_prefix_aliases: { kind: 'string-list', default: [], help: 'each HUB_* variable given to servers and hub-managed services is also set under these prefixes (e.g. ["JUPYTERHUB_"])', check: (list: string[]) => list.filter((p) => !/^[A-Z][A-Z0-9_]*_$/.test(p)).map((p) => `Hub.env_prefix_aliases: ${JSON.stringify(p)} is not an environment variable prefix (capitals, digits and "_", ending with "_")`) },
     allow_named_servers: { kind: 'boolean', default: false, help: 'whether users may run named servers besides their default one' },
     named_server_limit_per_user: { kind: 'integer', default: 0, help: 'named servers a user may have (0 = no limit)', min: 0 },
-    concurrent_spawn_limit: { kind: 'integer', default: 100, help: 'servers starting at once, hub-wide, before 429 (0 = no limit)', min: 0 },
+    concurrent_spawn_limit: { kind: 'integer', default: 100, help: 'servers starting at once; later starts wait in the spawn queue (0 = no limit)', min: 0 },
+    spawn_queue_limit: { kind: 'integer', default: 1000, help: 'starts that may wait beyond concurrent_spawn_limit, first come first served; past it 429 (0 = no waiting)', min: 0 },
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'oauth'] },
@@ -79,6 +81,14 @@ export const SCHEMA = {
     slow_stop_timeout: seconds(10, 'how long a stop request waits before answering 202'),
     stop_signal_timeout: seconds(2, 'wait after SIGINT, then after SIGTERM, before the next signal'),
     poll_interval: seconds(5, 'how often servers the spawner did not start itself are checked for life'),
+    notebook_dir: { kind: 'string', default: '', help: 'working directory of servers ("" = the account\'s home with localprocess, the hub\'s with simple; "~" is the home)' },
+    mem_limit: { kind: 'bytes', default: '', help: 'memory a server may use, enforced (bytes, or "512M", "2G"; "" = no limit); the server sees it as MEM_LIMIT' },
+    cpu_limit: { kind: 'number', default: 0, help: 'cores a server may use, fractional, enforced (0 = no limit); the server sees it as CPU_LIMIT', min: 0 },
+    profiles: { kind: 'list', default: [], help: 'named choices offered at spawn: {name, display_name, description, default, overrides: {"Spawner.mem_limit": "2G", ...}}; user_options.profile picks one', check: checkProfiles },
+  },
+  LocalProcessSpawner: {
+    create_system_users: { kind: 'boolean', default: false, help: 'create a missing system account (useradd -m, home 0700) instead of failing the spawn' },
+    min_uid: { kind: 'integer', default: 1000, help: 'lowest uid a server may run as: root and system accounts never run servers', min: 1 },
   },
   Proxy: {
     connect_timeout: seconds(5, 'how long the gateway waits for a proxied target to accept a connection (and a WebSocket handshake)'),
@@ -184,6 +194,49 @@ function checkServices(services: unknown[]): string[] {
   return problems;
 }
 
+/** "512M", "2G", "1.5G", "1024K", "100" (bytes, 1024-based suffixes as the established hub reads them); null when not a size. */
+export function parseByteSize(v: string | number): number | null {
+  if (typeof v === 'number') return Number.isSafeInteger(v) && v >= 0 ? v : null;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$/i.exec(v);
+  if (!m) return null;
+  const bytes = Number(m[1]) * 1024 ** ' KMGT'.indexOf((m[2] || ' ').toUpperCase());
+  return Number.isFinite(bytes) ? Math.floor(bytes) : null;
+}
+
+const PROFILE_KEYS = new Set(['name', 'display_name', 'description', 'default', 'overrides']);
+
+/** Profiles override options of `Spawner` and of backend sections (`<Name>Spawner`), never anything else. */
+function checkProfiles(profiles: unknown[]): string[] {
+  const problems: string[] = [];
+  const names = new Set<string>();
+  let defaults = 0;
+  profiles.forEach((p, i) => {
+    const where = `Spawner.profiles[${i}]`;
+    if (!isObject(p)) return void problems.push(`${where}: expected an object`);
+    const label = typeof p.name === 'string' ? `Spawner.profiles ${JSON.stringify(p.name)}` : where;
+    if (typeof p.name !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(p.name)) problems.push(`${label}.name: required, 1 to 63 lowercase letters, digits, "_", "." and "-"`);
+    else if (names.has(p.name)) problems.push(`${label}: defined twice`);
+    else names.add(p.name);
+    if (typeof p.display_name !== 'string' || !p.display_name) problems.push(`${label}.display_name: required, a string`);
+    if (p.description !== undefined && typeof p.description !== 'string') problems.push(`${label}.description: expected a string`);
+    if (p.default !== undefined && typeof p.default !== 'boolean') problems.push(`${label}.default: expected a boolean`);
+    if (p.default === true) defaults++;
+    for (const key of Object.keys(p)) if (!PROFILE_KEYS.has(key)) problems.push(`${label}.${key}: unknown option (known: ${[...PROFILE_KEYS].join(', ')})`);
+    if (p.overrides === undefined) return;
+    if (!isObject(p.overrides)) return void problems.push(`${label}.overrides: expected an object of "Section.option": value`);
+    for (const [key, value] of Object.entries(p.overrides)) {
+      const [section, option, ...rest] = key.split('.');
+      const spec = (SCHEMA as Record<string, Record<string, OptionSpec>>)[section]?.[option];
+      if (rest.length || !section.endsWith('Spawner') || option === 'profiles' || !spec) {
+        problems.push(`${label}.overrides: ${JSON.stringify(key)} is not an option a profile can override (Spawner.* or a spawner backend's section)`);
+      } else if (!fits(spec, value)) problems.push(`${label}.overrides["${key}"]: expected ${describe(spec)}, got ${JSON.stringify(value)}`);
+      else problems.push(...(spec.check?.(value) ?? []).map((line) => `${label}.overrides: ${line}`));
+    }
+  });
+  if (defaults > 1) problems.push('Spawner.profiles: more than one profile is marked default');
+  return problems;
+}
+
 const ROLE_KEYS = new Set(['name', 'description', 'scopes', 'users', 'groups', 'services']);
 
 function checkRoles(roles: unknown[]): string[] {
@@ -214,6 +267,7 @@ type ValueOf<S extends OptionSpec> = S['kind'] extends 'string' ? string
   : S['kind'] extends 'string-map' ? Record<string, string>
   : S['kind'] extends 'string-list' ? string[]
   : S['kind'] extends 'list' ? unknown[]
+  : S['kind'] extends 'bytes' ? string | number
   : Record<string, unknown>;
 
 export type HubConfig = {
@@ -236,6 +290,7 @@ function describe(spec: OptionSpec): string {
   const noun: Record<Kind, string> = {
     string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean', object: 'an object',
     'string-map': 'an object of strings', 'string-list': 'a list of strings', list: 'a list',
+    bytes: 'a size in bytes (a number, or a string such as "512M" or "2G")',
   };
   return noun[spec.kind] + range;
 }
@@ -251,6 +306,7 @@ function fits(spec: OptionSpec, v: unknown): boolean {
     case 'string-map': ok = isObject(v) && Object.values(v).every((x) => typeof x === 'string'); break;
     case 'string-list': ok = Array.isArray(v) && v.every((x) => typeof x === 'string'); break;
     case 'list': ok = Array.isArray(v); break;
+    case 'bytes': ok = v === '' || ((typeof v === 'string' || typeof v === 'number') && parseByteSize(v) !== null); break;
   }
   if (!ok) return false;
   if (spec.choices && !spec.choices.includes(v as string)) return false;
@@ -363,6 +419,9 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
 // ---- the resolved copy the supervisor hands to its children ------------------
 
 export const RESOLVED_CONFIG_ENV = 'HUB_RESOLVED_CONFIG';
+
+/** The hub's NATS admits only clients with this token; the supervisor hands it to its actors in this variable. */
+export const NATS_TOKEN_ENV = 'HUB_NATS_TOKEN';
 
 /** Written 0600 into the data dir: it may hold secrets, so it never travels in the environment. */
 export function writeResolvedConfig(config: HubConfig, path: string): void {

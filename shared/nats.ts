@@ -1,6 +1,7 @@
 // The NATS connection every process shares, JSON request/reply with HubError mapping,
 // and an actor's NATS service (the services framework gives $SRV.PING/INFO/STATS discovery for free).
 import { connect, headers as natsHeaders, RequestStrategy, type NatsConnection, type ServiceMsg, type Service } from 'nats';
+import { NATS_TOKEN_ENV } from './config.js';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
 import { natsRequestDuration, outcomeOf, secondsSince } from './metrics.js';
@@ -15,10 +16,11 @@ export const encodeJson = (v: unknown): Uint8Array => encoder.encode(JSON.string
 export const decodeJson = <T = unknown>(data: Uint8Array): T => (data.length ? JSON.parse(decoder.decode(data)) : null) as T;
 
 /** Connects and keeps reconnecting forever: NATS may restart under the supervisor at any time. */
-export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void): Promise<NatsConnection> {
+export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void, token = process.env[NATS_TOKEN_ENV]): Promise<NatsConnection> {
   const nc = await connect({
     servers: url,
     name,
+    ...(token ? { token } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     reconnectJitter: 100,

@@ -1,5 +1,6 @@
 // Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
 // bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
+import { createHash } from 'node:crypto';
 
 import { mirrorKv, type KvMirror } from './kv-mirror.js';
 import type { Logger } from './log.js';
@@ -24,8 +25,8 @@ export interface ProgressEvent {
 }
 
 /**
- * `spawn` starting, `running` serving, `stop` stopping, `failed` last start failed (kept for progress and
- * the home page), `stopped` a named server that is not running but exists until it is deleted.
+ * `spawn` starting, `running` serving, `stop` stopping; then, kept as the established hub keeps them (with
+ * their user_options, until removed): `failed` (the last start failed; its progress says why) or `stopped`.
  */
 export type ServerState = 'spawn' | 'running' | 'stop' | 'failed' | 'stopped';
 
@@ -35,13 +36,16 @@ export interface ServerRecord {
   state: ServerState;
   url: string;
   target: string;
-  port: number;
+  /** a local process id, for display (0 when the backend runs no local process) */
   pid: number;
-  /** process start time from /proc, so a re-used pid is never mistaken for our server */
-  pid_start: string;
+  /** the backend (`Hub.spawner_class`) that started it, and what that backend needs to find it again */
+  spawner_class: string;
+  spawner_state: Record<string, unknown>;
   started: string;
   last_activity: string;
   user_options: Record<string, unknown>;
+  /** a human-readable name for pages (any text; the API name stays strict) */
+  display_name?: string;
   instance: string;
   token_id: string;
   progress: ProgressEvent[];
@@ -50,6 +54,12 @@ export interface ServerRecord {
 /** KV keys allow only [-/_=.a-zA-Z0-9]: names are encoded. */
 export function serverKey(user: string, name: string): string {
   return `s.${Buffer.from(JSON.stringify([user, name])).toString('base64url')}`;
+}
+
+/** A short id safe in file names and cgroup names: readable prefix plus a hash of the key. */
+export function serverId(user: string, name: string): string {
+  const readable = `${user}${name ? `-${name}` : ''}`.toLowerCase().replace(/[^a-z0-9_.-]/g, '_').slice(0, 40);
+  return `${readable}-${createHash('sha256').update(serverKey(user, name)).digest('hex').slice(0, 10)}`;
 }
 
 export function parseServerKey(key: string): { user: string; name: string } | null {
@@ -99,12 +109,13 @@ export function progressUrl(user: string, name: string): string {
 
 export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';
 
-/** The server model of the API (seed "Server model", reference §5.2). */
-export function serverModel(r: ServerRecord): Record<string, unknown> {
+/** The server model of the API (seed "Server model", reference §5.2); `state` only for admin:server_state. */
+export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Record<string, unknown> {
   const ready = r.state === 'running';
   return {
     name: r.name,
     full_name: `${r.user}/${r.name}`,
+    display_name: r.display_name || r.name,
     ready,
     pending: r.state === 'spawn' ? 'spawn' : r.state === 'stop' ? 'stop' : null,
     stopped: !isActive(r),
@@ -113,6 +124,7 @@ export function serverModel(r: ServerRecord): Record<string, unknown> {
     started: r.started || null,
     last_activity: r.last_activity || null,
     user_options: r.user_options,
+    ...(o.state ? { state: isActive(r) ? r.spawner_state : {} } : {}),
   };
 }
 

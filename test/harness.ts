@@ -1,6 +1,7 @@
 // Boots a complete hub for a test: its own nats-server on a free port, a temp data dir, the gateway on a
 // free port, all real processes started by the real supervisor (compiled dist/, as `npm start` runs it).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { freePort } from '../shared/ports.js';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,9 @@ export const SUPERVISOR = join(REPO, 'dist', 'supervisor.js');
 export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'];
 
 export { freePort };
+
+/** The token of every test hub's NATS (given to the supervisor as HUB_NATS_TOKEN): `connect({servers, token})`. */
+export const NATS_TOKEN = `hub_test_${randomBytes(12).toString('hex')}`;
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -70,7 +74,9 @@ export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse }:
   const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
-  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, SUPERVISOR, '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO });
+  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, SUPERVISOR, '--config', configFile], {
+    stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN },
+  });
   let logText = '';
   const keep = (chunk: Buffer) => { logText = (logText + chunk.toString()).slice(-200_000); };
   proc.stdout!.on('data', keep);

@@ -1,6 +1,6 @@
-// The spawner's operations: start (with readiness and progress), stop (escalating signals), the
-// lists other actors read, re-adoption of servers that outlived a previous spawner, and activity.
-import type { ChildProcess } from 'node:child_process';
+// The spawner's operations: start (with readiness and progress), stop, the lists other actors read,
+// re-adoption of servers that outlived a previous spawner, and activity. How a server actually runs is
+// the backend's business (backend.ts; `Hub.spawner_class`); everything here is the same for all of them.
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
@@ -8,15 +8,19 @@ import { hubInternalUrl, type HubConfig } from '../../shared/config.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { parseJson } from '../../shared/json.js';
+import { withPrefixAliases } from '../../shared/environment.js';
 import type { Logger } from '../../shared/log.js';
 import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCKETS } from '../../shared/metrics.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
+import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
 import {
-  invalidServerNameReason, isActive, serverClientId, serverKey, serverUrl, type ProgressEvent, type ServerRecord,
+  invalidServerNameReason, isActive, serverClientId, serverId, serverKey, serverModel, serverUrl, type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
-import { freePort } from '../../shared/ports.js';
-import { isSameProcess, launch, processStartTime, stopProcess, waitForHttp } from './process.js';
+import type { ExitStatus, Listen, SpawnerBackend } from './backend.js';
+import { BACKENDS } from './backends/index.js';
+import { SpawnQueue } from './queue.js';
+import { waitForHttp } from './readiness.js';
 import type { Registry } from './registry.js';
 
 export interface SpawnerDeps {
@@ -32,11 +36,16 @@ export interface SpawnerDeps {
   gatewaysHaveApplied: (revision: number) => Promise<{ confirmed: number; gateways: number }>;
   /** hub.evt.server.<change> with the record as the proto's Server message */
   announce: (change: EventChange<'server'>, record: ServerRecord) => void;
+  /** the backend of each `Hub.spawner_class` a record may name (made on first use) */
+  backend: (spawnerClass: string) => SpawnerBackend;
 }
 
 /** What only this process knows about a server it is starting or stopping. */
 interface Local {
-  child?: ChildProcess;
+  /** the backend tells this process promptly when the server ends (else it is polled) */
+  watched?: boolean;
+  /** how it ended, once it has */
+  ended?: ExitStatus;
   abort?: AbortController;
   spawning?: Promise<void>;
   stopping?: Promise<void>;
@@ -73,7 +82,18 @@ export function serverMessage(r: ServerRecord) {
   };
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, gatewaysHaveApplied }: SpawnerDeps) {
+/** What stays of a server once it has stopped: who, which, when, and the options of its last start. */
+function stoppedRecord(r: ServerRecord): ServerRecord {
+  return { ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [] };
+}
+
+/** "the server exited with code 1 (reason)": what a person reads in the progress stream and logs. */
+function describeExit(e: ExitStatus): string {
+  const how = e.code !== null && e.code !== undefined ? ` with code ${e.code}` : e.signal ? ` on ${e.signal}` : '';
+  return `the server exited${how}${e.reason ? ` (${e.reason})` : ''}`;
+}
+
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied }: SpawnerDeps) {
   const S = config.Spawner;
   const local = new Map<string, Local>();
   const localOf = (r: { user: string; name: string }) => {
@@ -82,13 +102,19 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (!l) local.set(key, (l = {}));
     return l;
   };
-  /** starts asked for whose process is not launched yet (token, OAuth client, port) */
-  let queued = 0;
+  // starts beyond the limit wait their turn; each move is a progress line ("2 starts ahead of yours")
+  const waitingRecords = new Map<string, ServerRecord>();
+  const waited = new Set<string>();
+  const queue = new SpawnQueue(config.Hub.concurrent_spawn_limit, config.Hub.spawn_queue_limit, (key, ahead) => {
+    const r = waitingRecords.get(key);
+    if (!r) return;
+    waited.add(key);
+    void progress(r, { progress: 0, message: ahead ? `${ahead} start${ahead === 1 ? '' : 's'} ahead of yours` : 'Next in line' }).catch(() => undefined);
+  });
   gauge('hub_running_servers', 'Servers running', [], (g) => g.set(registry.all().filter((r) => r.state === 'running').length));
   gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn').length));
-  gauge('hub_queued_spawns', 'Servers asked for whose process is not launched yet', [], (g) => g.set(queued));
+  gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
   gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop').length));
-
   const apiUrl = `${hubInternalUrl(config)}/hub/api`;
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
@@ -96,24 +122,57 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await registry.save(r);
   }
 
-  function command(): string[] {
-    if (S.cmd.length) return [...S.cmd, ...S.args];
+  /** Progress percentages only go up; a backend's own messages sit between "requested" and "spawning". */
+  const backendProgress = (r: ServerRecord, message: string) =>
+    progress(r, { progress: Math.min(45, (r.progress.at(-1)?.progress ?? 0) + 10), message });
+
+  /** `Spawner.cmd` (of the profile, when it sets one) + args, or this project's own server. */
+  function command(spawner: HubConfig['Spawner']): string[] {
+    if (spawner.cmd.length) return [...spawner.cmd, ...spawner.args];
     const program = RUNNING_FROM_SOURCE ? join(REPO_ROOT, 'singleuser', 'server.ts') : join(REPO_ROOT, 'dist', 'singleuser', 'server.js');
-    return [process.execPath, ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), program, ...S.args];
+    return [process.execPath, ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), program, ...spawner.args];
   }
 
   /** What the server needs to know, and nothing of the hub's own environment beyond PATH and locale. */
-  function environment(r: ServerRecord, token: string): NodeJS.ProcessEnv {
+  function environment(r: ServerRecord, token: string, listen: Listen, spawner: HubConfig['Spawner']): Record<string, string> {
     const clientId = serverClientId(r.user, r.name);
     const accessScopes = JSON.stringify([`access:servers!server=${r.user}/${r.name}`, `access:servers!user=${r.user}`]);
-    return {
-      PATH: process.env.PATH, LANG: process.env.LANG ?? 'C.UTF-8', HOME: process.env.HOME,
-      ...S.environment,
+    const limits = limitsOf(spawner);
+    const inherited = Object.fromEntries((['PATH', 'HOME'] as const).flatMap((k) => (process.env[k] ? [[k, process.env[k]!]] : [])));
+    return withPrefixAliases({
+      ...inherited, LANG: process.env.LANG ?? 'C.UTF-8',
+      ...spawner.environment,
+      // as the established hub passes them: bytes, and cores
+      ...(limits.memBytes !== null ? { MEM_LIMIT: String(limits.memBytes) } : {}),
+      ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
       HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/', HUB_CLIENT_ID: clientId, HUB_USER: r.user,
-      HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `${r.target}${r.url}`,
+      HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
       HUB_OAUTH_CALLBACK_URL: `${r.url}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
-    };
+    }, config.Hub.env_prefix_aliases);
+  }
+
+  /** Follows the end of a server the backend watches for us (only the start that made `state` counts). */
+  function watchExit(r: ServerRecord, exited: Promise<ExitStatus> | undefined): void {
+    const l = localOf(r);
+    l.watched = Boolean(exited);
+    l.ended = undefined;
+    const state = JSON.stringify(r.spawner_state);
+    void exited?.then((status) => {
+      const now = registry.get(r.user, r.name);
+      if (!now || JSON.stringify(now.spawner_state) !== state) return;
+      l.ended = status;
+      void onExit(r.user, r.name, status);
+    });
+  }
+
+  /** null while it runs; why it ended, once it has (asks the backend when it cannot tell us itself). */
+  async function endedReason(r: ServerRecord): Promise<string | null> {
+    const l = localOf(r);
+    if (l.ended) return describeExit(l.ended);
+    if (l.watched) return null;
+    const p = await backend(r.spawner_class).poll(r.spawner_state);
+    return p.running ? null : describeExit(p);
   }
 
   async function revokeToken(r: ServerRecord, by: string): Promise<void> {
@@ -126,46 +185,45 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
-  /** Launch, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController, by: string): Promise<void> {
-    const l = localOf(r);
+  /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
+  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string): Promise<void> {
+    const b = backend(r.spawner_class);
     const start = performance.now();
-    let waiting = true;
-    queued++;
-    const launched = () => {
-      if (waiting) queued--;
-      waiting = false;
-    };
     try {
       const issued = await tokens.issueServerToken({ user: r.user, server_name: r.name, url: r.url });
       r.token_id = issued.model!.id;
       // the server's token is also its OAuth client secret (reference §6.7)
       await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
-      r.port = await freePort();
-      r.target = `http://127.0.0.1:${r.port}`;
-      const child = launch({ cmd: command(), env: environment(r, issued.token), logFile: join(config.Hub.data_dir, 'servers', `${serverKey(r.user, r.name)}.log`) });
-      l.child = child;
-      launched();
-      child.on('exit', (code, signal) => void onChildExit(r.user, r.name, child, code, signal));
-      if (!child.pid) throw new Error(`could not start ${command()[0]}`);
-      r.pid = child.pid;
-      r.pid_start = processStartTime(child.pid);
-      await progress(r, { progress: 50, message: 'Spawning server...' });
+      const spawner = withOverrides(config, 'Spawner', profile);
+      const section = BACKENDS[r.spawner_class].section;
+      const started = await b.start({
+        server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner),
+        limits: limitsOf(spawner), notebookDir: spawner.notebook_dir,
+        options: section ? (withOverrides(config, section, profile) as Record<string, unknown>) : {},
+        progress: (message) => backendProgress(r, message), signal: abort.signal,
+      });
+      r.target = started.target;
+      r.spawner_state = started.state;
+      r.pid = started.pid ?? 0;
+      watchExit(r, started.exited);
+      await progress(r, { progress: 50, message: 'Spawning server...' }); // saved with its state: any spawner can adopt it from here
       await waitForHttp(`${r.target}${r.url}`, {
         timeoutMs: S.start_timeout * 1000, requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal,
-        alive: () => child.exitCode === null && child.signalCode === null,
+        ended: () => endedReason(r),
       });
       await markReady(r, 'ready');
       spawnSucceeded.observe(secondsSince(start));
       log.info({ event: 'server.started', server: label(r), pid: r.pid, by, ms: Math.round(performance.now() - start) }, 'server ready');
       void audit.publish('server', 'start', { who: by, what: label(r), outcome: 'ok', pid: r.pid });
     } catch (e) {
-      launched();
       const cancelled = abort.signal.aborted;
       const reason = (e as Error).message;
       spawnFailedTimer.observe(secondsSince(start));
       spawnFailures.inc(failureReason(e, cancelled));
-      if (r.pid) await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log).catch(() => undefined);
+      if (Object.keys(r.spawner_state).length) {
+        await b.stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((err: Error) =>
+          log.warn({ event: 'server.spawn.cleanup_failed', server: label(r), err: err.message }, 'failed start not cleaned up'));
+      }
       await revokeToken(r, by);
       r.state = 'failed';
       r.target = '';
@@ -174,6 +232,28 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.warn({ event: 'server.spawn.failed', server: label(r), reason, cancelled }, 'server did not start');
       void audit.publish('server', 'start', { who: by, what: label(r), outcome: 'failed', reason: cancelled ? 'cancelled' : reason });
       throw errors.spawnFailed(cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}`);
+    }
+  }
+
+  /** Waits for a turn in the spawn queue (if the limit is reached), then starts. */
+  async function queuedSpawn(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string): Promise<void> {
+    const key = serverKey(r.user, r.name);
+    waitingRecords.set(key, r);
+    try {
+      await queue.turn(key, abort.signal);
+    } catch {
+      r.state = 'failed';
+      await progress(r, { progress: 100, failed: true, message: 'Spawn cancelled' });
+      announce('failed', r);
+      throw errors.spawnFailed('Spawn cancelled');
+    } finally {
+      waitingRecords.delete(key);
+    }
+    try {
+      if (waited.delete(key)) await progress(r, { progress: 5, message: 'Your turn: starting' });
+      await spawnServer(r, abort, profile, by);
+    } finally {
+      queue.release();
     }
   }
 
@@ -192,26 +272,26 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     announce(change, r);
   }
 
-  /** A server exits on its own (crash, or killed by someone): clean up and say so. */
-  async function onChildExit(user: string, name: string, child: ChildProcess, code: number | null, signal: string | null): Promise<void> {
+  /** A server exits on its own (crash, out of memory, killed by someone): clean up and say so. */
+  async function onExit(user: string, name: string, status: ExitStatus): Promise<void> {
     const r = registry.get(user, name);
-    if (!r || r.pid !== child.pid || r.state !== 'running') return; // a start or a stop is handling it
-    log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code, signal }, 'server exited by itself');
-    await forget(r, 'exited');
+    if (!r || r.state !== 'running') return; // a start or a stop is handling it
+    log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: status.code, signal: status.signal, reason: status.reason }, 'server exited by itself');
+    await forget(r, describeExit(status));
   }
 
   /**
-   * A server that is gone: token revoked, event and audit line; its record dropped, except a named
-   * server's, which stays (stopped) until it is removed, as the established hub keeps named servers.
+   * A server that is gone: what it held freed, token revoked, event and audit line. Its record stays,
+   * `stopped`, with its options (as the established hub keeps stopped servers) until it is removed.
    * `who` asked for it (the spawner itself when it found the server gone).
    */
-  async function forget(r: ServerRecord, reason: string, { remove = false, who = 'actor:spawner' }: { remove?: boolean; who?: string } = {}): Promise<void> {
-    await revokeToken(r, who);
-    if (r.name && !remove) {
-      await registry.save({ ...r, state: 'stopped', target: '', port: 0, pid: 0, pid_start: '', token_id: '', instance: '', progress: [] });
-    } else {
-      await registry.remove(r.user, r.name);
+  async function forget(r: ServerRecord, reason: string, { freed = false, who = 'actor:spawner' }: { freed?: boolean; who?: string } = {}): Promise<void> {
+    if (!freed && Object.keys(r.spawner_state).length) {
+      await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
+        log.warn({ event: 'server.free_failed', server: label(r), err: e.message }, 'what the server held was not freed'));
     }
+    await revokeToken(r, who);
+    await registry.save(stoppedRecord(r));
     local.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
     void audit.publish('server', 'stop', { who, what: label(r), outcome: 'ok', reason });
@@ -223,7 +303,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       l.abort?.abort();
       await l.spawning?.catch(() => undefined);
       const after = registry.get(r.user, r.name);
-      if (after && after.state === 'failed') await (r.name && !remove ? registry.save({ ...after, state: 'stopped', progress: [] }) : registry.remove(r.user, r.name));
+      if (after && after.state === 'failed') await registry.save(stoppedRecord(after)); // cancelled, not failed
       return;
     }
     r.state = 'stop';
@@ -231,7 +311,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     announce('stopping', r);
     const start = performance.now();
     try {
-      await stopProcess(r.pid, r.pid_start, S.stop_signal_timeout * 1000, log);
+      await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 });
     } catch (e) {
       stopDuration.observe(['failure'], secondsSince(start));
       log.error({ event: 'server.stop.failed', server: label(r), err: (e as Error).message }, 'server could not be stopped');
@@ -240,7 +320,19 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
     stopDuration.observe(['success'], secondsSince(start));
     log.info({ event: 'server.stopped', server: label(r), by, ms: Math.round(performance.now() - start) }, 'server stopped');
-    await forget(r, 'stopped', { remove, who: by });
+    await forget(r, 'stopped', { freed: true, who: by });
+  }
+
+  /** A new named server: enabled, a valid name, within the user's limit (stopped ones count until removed). */
+  function checkNewNamed(user: string, name: string): void {
+    if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+    const why = invalidServerNameReason(name);
+    if (why) throw errors.badRequest(`Invalid server_name: '${name.slice(0, 60)}' (${why})`);
+    const limit = config.Hub.named_server_limit_per_user;
+    const named = registry.all().filter((r) => r.user === user && r.name !== '').length;
+    if (limit > 0 && named >= limit) {
+      throw errors.badRequest(`User ${user} already has the maximum of ${limit} named servers.  One must be deleted before a new server can be created`);
+    }
   }
 
   /** A start refused by a hub-wide limit: 429, counted and audited with its reason. */
@@ -255,20 +347,10 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const { user, name } = req;
     if (name) {
       if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
-      const existing = registry.get(user, name);
-      if (!existing) {
-        const why = invalidServerNameReason(name);
-        if (why) throw errors.badRequest(`Invalid server_name: '${name.slice(0, 60)}' (${why})`);
-        const limit = config.Hub.named_server_limit_per_user;
-        const named = registry.all().filter((r) => r.user === user && r.name !== '' && isActive(r)).length;
-        if (limit > 0 && named >= limit) {
-          throw errors.badRequest(`User ${user} already has the maximum of ${limit} named servers.  One must be deleted before a new server can be created`);
-        }
-      }
+      if (!registry.get(user, name)) checkNewNamed(user, name);
     }
     const all = registry.all();
-    const spawning = all.filter((r) => r.state === 'spawn').length;
-    if (config.Hub.concurrent_spawn_limit > 0 && spawning >= config.Hub.concurrent_spawn_limit) {
+    if (queue.admit() === 'full') {
       const retry = 30 + Math.floor(Math.random() * 31);
       throw refused(req, 'concurrent_spawn_limit', errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry));
     }
@@ -278,50 +360,70 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
   }
 
-  const alive = (r: ServerRecord) => isSameProcess(r.pid, r.pid_start);
+  const alive = async (r: ServerRecord) => (await backend(r.spawner_class).poll(r.spawner_state)).running;
+
+  /** user_options as a start or a PATCH gives them: an object whose profile (if any) exists. */
+  function checkOptions(options: unknown): Record<string, unknown> {
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be an object');
+    chooseProfile(config, options as Record<string, unknown>);
+    return options as Record<string, unknown>;
+  }
+
+  const modelJson = (r: ServerRecord) => JSON.stringify(serverModel(r));
 
   return {
-    async startServer(req: { user: string; name: string; user_options_json: string; by: string }) {
+    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string }) {
       const current = registry.get(req.user, req.name);
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
       if (current?.state === 'running') {
-        if (alive(current)) throw errors.badRequest(`${label(req)} is already running`);
+        if (await alive(current)) throw errors.badRequest(`${label(req)} is already running`);
         await forget(current, 'found dead at start');
       }
       checkStartAllowed(req);
       // bounded like every JSON from outside: a record nested thousands deep would overflow JSON.stringify later
       const options = (req.user_options_json ? parseJson(req.user_options_json, config.Hub.max_json_depth, 'user_options') : current?.user_options ?? {}) as Record<string, unknown>;
       if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be a JSON object');
+      const profile = chooseProfile(config, options); // an unknown profile is a 400 before anything starts
       const now = isoNow();
       const r: ServerRecord = {
-        user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', port: 0, pid: 0, pid_start: '',
+        user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', pid: 0,
+        spawner_class: config.Hub.spawner_class, spawner_state: {},
         started: now, last_activity: now, user_options: options, instance, token_id: '',
         progress: [{ progress: 0, message: 'Server requested' }],
+        ...(req.display_name || current?.display_name ? { display_name: req.display_name || current?.display_name } : {}),
       };
       await registry.save(r);
       announce('spawning', r);
       const abort = new AbortController();
       const l = localOf(r);
       l.abort = abort;
-      const spawning = spawnServer(r, abort, req.by || 'actor:spawner');
+      const waits = queue.admit() === 'wait';
+      const spawning = queuedSpawn(r, abort, profile, req.by || 'actor:spawner');
       l.spawning = spawning;
       spawning.catch(() => undefined);
+      if (waits) return { status: 'pending', server: serverMessage(r) }; // queued: 202 at once, the place is on the progress stream
       const outcome = await Promise.race([spawning.then(() => 'ready' as const), sleep(S.slow_spawn_timeout * 1000).then(() => 'pending' as const)]);
       return { status: outcome, server: serverMessage(registry.get(req.user, req.name) ?? r) };
     },
 
     async stopServer(req: { user: string; name: string; by: string; remove?: boolean }) {
+      if (req.remove && !req.name) throw errors.badRequest('The default server cannot be removed, only stopped');
       const r = registry.get(req.user, req.name);
-      // not running: a remove forgets it; a failed start is dismissed (a named server stays, stopped)
-      if (r && !isActive(r)) {
-        if (req.remove || !r.name) await registry.remove(r.user, r.name);
-        else if (r.state === 'failed') await registry.save({ ...r, state: 'stopped', progress: [] });
+      // `remove` forgets the server (and its options) once it is stopped
+      const removeAfter = async () => {
+        if (req.remove && registry.get(req.user, req.name) && !isActive(registry.get(req.user, req.name)!)) await registry.remove(req.user, req.name);
+      };
+      if (!r || !isActive(r)) {
+        await removeAfter();
+        return { status: 'stopped' };
       }
-      if (!r || !isActive(r)) return { status: 'stopped' };
       const l = localOf(r);
-      if (r.state === 'stop' && l.stopping) return { status: 'pending', server: serverMessage(r) };
-      const stopping = l.stopping ?? stopServerNow(r, req.by, req.remove === true);
+      if (r.state === 'stop' && l.stopping) {
+        if (req.remove) void l.stopping.then(removeAfter, () => undefined);
+        return { status: 'pending', server: serverMessage(r) };
+      }
+      const stopping = (l.stopping ?? stopServerNow(r, req.by)).then(removeAfter);
       l.stopping = stopping;
       stopping.catch(() => undefined).finally(() => { if (local.get(serverKey(r.user, r.name)) === l) l.stopping = undefined; });
       const outcome = await Promise.race([stopping.then(() => 'stopped' as const), sleep(S.slow_stop_timeout * 1000).then(() => 'pending' as const)]);
@@ -339,6 +441,46 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: 'stopped' };
     },
 
+    /** PUT: a named server that exists, stopped, without starting it. */
+    async createServer(req: { user: string; name: string; user_options_json: string; display_name: string; by: string }) {
+      if (!req.name) throw errors.badRequest('Only named servers can be created');
+      if (registry.get(req.user, req.name)) throw errors.conflict(`${label(req)} already exists`);
+      checkNewNamed(req.user, req.name);
+      const r: ServerRecord = {
+        user: req.user, name: req.name, state: 'stopped', url: serverUrl(req.user, req.name), target: '', pid: 0,
+        spawner_class: config.Hub.spawner_class, spawner_state: {}, started: '', last_activity: '',
+        user_options: req.user_options_json ? checkOptions(JSON.parse(req.user_options_json)) : {},
+        instance, token_id: '', progress: [], ...(req.display_name ? { display_name: req.display_name } : {}),
+      };
+      await registry.save(r);
+      void audit.publish('server', 'create', { who: req.by, what: label(r), outcome: 'ok' });
+      return { status: 'created', model_json: modelJson(r) };
+    },
+
+    /** PATCH: rename, display_name or user_options of a server that exists and is stopped. */
+    async modifyServer(req: { user: string; name: string; changes_json: string; by: string }) {
+      const r = registry.get(req.user, req.name);
+      if (!r) throw errors.notFound(`${req.user} has no server named '${req.name.slice(0, 60)}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+      if (isActive(r)) throw errors.badRequest(`${label(req)} must be stopped before it can be modified`);
+      const changes = JSON.parse(req.changes_json) as { name?: string; display_name?: string; user_options?: unknown };
+      const next: ServerRecord = { ...r };
+      if (changes.user_options !== undefined) next.user_options = checkOptions(changes.user_options);
+      if (changes.display_name !== undefined) next.display_name = changes.display_name;
+      if (changes.name !== undefined && changes.name !== r.name) {
+        if (!r.name) throw errors.badRequest('The default server cannot be renamed');
+        const why = invalidServerNameReason(changes.name);
+        if (why) throw errors.badRequest(`Invalid server_name: '${changes.name.slice(0, 60)}' (${why})`);
+        if (registry.get(r.user, changes.name)) throw errors.conflict(`${label({ user: r.user, name: changes.name })} already exists`);
+        Object.assign(next, { name: changes.name, url: serverUrl(r.user, changes.name), progress: [] });
+        await registry.save(next);
+        await registry.remove(r.user, r.name);
+      } else {
+        await registry.save(next);
+      }
+      void audit.publish('server', 'modify', { who: req.by, what: label(r), outcome: 'ok', renamed: next.name !== r.name ? next.name : undefined });
+      return { status: 'modified', model_json: modelJson(next) };
+    },
+
     userServers: (req: { user: string }) => ({ servers: registry.all().filter((r) => r.user === req.user && isActive(r)).map(serverMessage) }),
 
     listServers: (req: { ready_only: boolean }) => ({
@@ -351,12 +493,14 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      */
     async adoptAll(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state === 'failed' || r.state === 'stopped') continue;
-        if (!alive(r)) {
+        if (!isActive(r)) continue;
+        const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
+        if (!adopted) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
           await forget(r, 'died while the spawner was down');
           continue;
         }
+        watchExit(r, adopted.exited);
         if (r.state === 'stop') {
           const l = localOf(r);
           l.stopping = stopServerNow(r, 'actor:spawner (resumed)');
@@ -366,7 +510,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         const abort = new AbortController();
         const resumed = waitForHttp(`${r.target}${r.url}`, {
           timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
-          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, alive: () => alive(r),
+          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
         });
         try {
           await resumed;
@@ -382,11 +526,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       }
     },
 
-    /** Servers this process did not start send no exit event: look at them now and then. */
+    /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */
     async pollAdopted(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state !== 'running' || local.get(serverKey(r.user, r.name))?.child) continue;
-        if (!alive(r)) await forget(r, 'exited');
+        if (r.state !== 'running' || local.get(serverKey(r.user, r.name))?.watched) continue;
+        const p = await backend(r.spawner_class).poll(r.spawner_state).catch(() => ({ running: true as const }));
+        if (!p.running) {
+          log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: p.code, reason: p.reason }, 'server exited by itself');
+          await forget(r, describeExit(p));
+        }
       }
     },
 

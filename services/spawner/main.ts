@@ -1,4 +1,4 @@
-// The spawner actor: single-user servers as local processes. Wiring only.
+// The spawner actor: single-user servers, run by the backend `Hub.spawner_class` names. Wiring only.
 import { runActor } from '../../shared/actor.js';
 import { createGrpcClient } from '../../shared/grpc.js';
 import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.js';
@@ -6,6 +6,8 @@ import { grpcSocketPath } from '../../shared/paths.js';
 import { subjects } from '../../shared/subjects.js';
 import { createActivityBuffer } from './activity.js';
 import { isShutdownRequest } from '../../shared/supervision.js';
+import type { SpawnerBackend } from './backend.js';
+import { backendContext, BACKENDS } from './backends/index.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
 import { Registry } from './registry.js';
 
@@ -14,8 +16,16 @@ await runActor('spawner', async (ctx) => {
   const registry = await Registry.open(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
   const tokens = createGrpcClient('tokens', grpcSocketPath(config.Hub.data_dir, 'tokens'), ctx.rpcTimeoutMs);
   const oauth = createGrpcClient('oauth', grpcSocketPath(config.Hub.data_dir, 'oauth'), ctx.rpcTimeoutMs);
+  // records name the backend that started them, so servers of a previous spawner_class are still adopted and stopped
+  const backends = new Map<string, SpawnerBackend>();
+  const backend = (name: string) => {
+    let b = backends.get(name);
+    if (!b) backends.set(name, (b = (BACKENDS[name] ?? BACKENDS.simple).create(backendContext(config, ctx.log.child({ backend: name })))));
+    return b;
+  };
+  backend(config.Hub.spawner_class);
   const h = createSpawnerHandlers({
-    config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance,
+    config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance, backend,
     gatewaysHaveApplied: (revision) => gatewaysHaveApplied(ctx.nc, revision, ctx.rpcTimeoutMs),
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
@@ -38,6 +48,7 @@ await runActor('spawner', async (ctx) => {
   return {
     grpc: {
       StartServer: h.startServer, StopServer: h.stopServer, StopUserServers: h.stopUserServers,
+      CreateServer: h.createServer, ModifyServer: h.modifyServer,
       UserServers: h.userServers, ListServers: h.listServers,
     },
     nats: {

@@ -23,6 +23,8 @@ export interface JupyterHubOptions {
   apiTokens?: Record<string, string>;
   adminUsers?: string[];
   startTimeoutMs?: number;
+  /** more lines of jupyterhub_config.py (e.g. the spawner's) */
+  extraConfig?: string[];
 }
 
 /** Whether Debian's jupyterhub is installed (its Python package, as `python3 -m jupyterhub` runs it). */
@@ -31,7 +33,7 @@ export const jupyterhubInstalled = (): boolean =>
 
 const py = (s: string): string => JSON.stringify(s); // a JSON string of plain text is a valid Python literal
 
-export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTimeoutMs = 60_000 }: JupyterHubOptions = {}): Promise<JupyterHubUnderTest> {
+export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTimeoutMs = 60_000, extraConfig = [] }: JupyterHubOptions = {}): Promise<JupyterHubUnderTest> {
   const dir = mkdtempSync(join(tmpdir(), 'jupyterhub-bench-'));
   const [port, hubPort, proxyApiPort] = [await freePort(), await freePort(), await freePort()];
   const tokens = Object.entries(apiTokens).map(([t, u]) => `${py(t)}: ${py(u)}`).join(', ');
@@ -48,6 +50,7 @@ export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTi
     `c.JupyterHub.authenticator_class = 'jupyterhub.auth.DummyAuthenticator'`,
     `c.JupyterHub.api_tokens = {${tokens}}`,
     `c.Authenticator.admin_users = {${adminUsers.map(py).join(', ')}}`,
+    ...extraConfig,
     '',
   ].join('\n');
   const configFile = join(dir, 'jupyterhub_config.py');

@@ -19,6 +19,7 @@ test.before(async () => {
     config: {
       Hub: {
         api_tokens: { [ADMIN]: 'boss' },
+        env_prefix_aliases: ['JUPYTERHUB_'],
         services: [
           { name: 'idle-culler', command: [process.execPath, join(REPO, 'dist/hub-services/idle-culler.js'), '--timeout=2', '--every=0.5'] },
           { name: 'envdump', command: [process.execPath, join(REPO, 'test/fixtures/env-service.mjs')], environment: { ENV_DUMP_FILE: dump, EXTRA: 'yes' }, cwd: work, url: 'http://127.0.0.1:1' },
@@ -51,6 +52,8 @@ test.serial('services: a hub-managed service gets the seed\'s environment, its c
   t.deepEqual(JSON.parse(env.HUB_OAUTH_ACCESS_SCOPES), ['access:services!service=envdump']);
   t.deepEqual(JSON.parse(env.HUB_OAUTH_SCOPES), ['access:services!service=envdump']);
   t.deepEqual(JSON.parse(env.HUB_OAUTH_CLIENT_ALLOWED_SCOPES), []);
+  // Hub.env_prefix_aliases: programs written for the established hub find their variables
+  for (const [name, value] of Object.entries(env).filter(([k]) => k.startsWith('HUB_'))) t.is(env[`JUPYTERHUB_${name.slice(4)}`], value, name);
   const me = await api('GET', '/user', { token: env.HUB_API_TOKEN });
   t.is(me.status, 200);
   t.like(me.body, { kind: 'service', name: 'envdump' });

@@ -2,7 +2,7 @@ import test from 'ava';
 import { connect, StringCodec } from 'nats';
 import { createLogger } from '../../shared/log.js';
 import { SupervisedChild } from '../../shared/supervision.js';
-import { isAlive, sleep, startHub, waitFor } from '../harness.js';
+import { isAlive, NATS_TOKEN, sleep, startHub, waitFor } from '../harness.js';
 
 const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'];
 
@@ -59,7 +59,7 @@ test('supervision: two hubs differing only in ports and data dir run side by sid
   try {
     t.is(await health(a.url), 200);
     t.is(await health(b.url), 200);
-    const nc = await connect({ servers: a.natsUrl });
+    const nc = await connect({ servers: a.natsUrl, token: NATS_TOKEN });
     const sc = StringCodec();
     const reply = JSON.parse(sc.decode((await nc.request('$SRV.PING.hub-tokens', undefined, { timeout: 2000 })).data));
     t.is(reply.metadata.actor, 'tokens');

@@ -1,13 +1,16 @@
 // Reading what the spawner recorded, and following a progress stream, for spawner tests.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { connect } from 'nats';
 import { fileURLToPath } from 'node:url';
+import { NATS_TOKEN } from '../harness.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
 
 /** The registry entry of a server, straight from the KV bucket (null when absent). */
 export async function serverRecord(natsUrl: string, user: string, name = ''): Promise<ServerRecord | null> {
-  const nc = await connect({ servers: natsUrl });
+  const nc = await connect({ servers: natsUrl, token: NATS_TOKEN });
   try {
     const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
     const e = await kv.get(serverKey(user, name));
@@ -45,4 +48,45 @@ export async function readProgress(url: string, token: string, timeoutMs = 15_00
     // timed out: `ended` stays false
   }
   return { ...out, status: r.status, contentType: r.headers.get('content-type') ?? '' };
+}
+
+export const PROBE = fileURLToPath(new URL('../fixtures/probe-server.mjs', import.meta.url));
+
+/** System accounts for a test: unique names per run, removed (with their homes) afterwards. */
+export function systemAccounts(prefix: string) {
+  const made: { users: string[]; groups: string[] } = { users: [], groups: [] };
+  const suffix = randomBytes(3).toString('hex');
+  return {
+    name: (role: string) => `${prefix}${role}${suffix}`,
+    addGroup(name: string) {
+      execFileSync('groupadd', [name]);
+      made.groups.push(name);
+    },
+    /** as an operator would make them for a hub: `useradd -m` with a private home */
+    addUser(name: string, groups: string[] = []) {
+      made.users.push(name);
+      execFileSync('useradd', ['-m', '-K', 'HOME_MODE=0700', ...(groups.length ? ['-G', groups.join(',')] : []), name]);
+    },
+    /** also forgets accounts the hub created, when named here */
+    expect(name: string) {
+      made.users.push(name);
+    },
+    removeAll() {
+      for (const u of made.users) spawnSync('userdel', ['-r', u], { stdio: 'ignore' });
+      for (const g of made.groups) spawnSync('groupdel', [g], { stdio: 'ignore' });
+    },
+  };
+}
+
+export function account(name: string): { uid: number; gid: number; home: string; shell: string } {
+  const [, , uid, gid, , home, shell] = execFileSync('getent', ['passwd', name], { encoding: 'utf8' }).trim().split(':');
+  return { uid: Number(uid), gid: Number(gid), home, shell };
+}
+
+export const groupId = (name: string) => Number(execFileSync('getent', ['group', name], { encoding: 'utf8' }).split(':')[2]);
+
+/** GET <target><url><path> of a probe server, as JSON. */
+export async function probe(rec: ServerRecord, path: string): Promise<any> {
+  const r = await fetch(`${rec.target}${rec.url}${path}`, { signal: AbortSignal.timeout(20_000) });
+  return r.json();
 }

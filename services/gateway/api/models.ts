@@ -15,18 +15,16 @@ function pick<T extends Record<string, unknown>>(full: T, keys: Set<string>): Pa
   return out;
 }
 
-/**
- * The user model; null when the requester may see nothing of this user (skipped in lists).
- * `includeStopped` (the API's `include_stopped_servers`) also lists servers that exist but do not run.
- */
-export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[], includeStopped = false): Record<string, unknown> | null {
+/** The user model; null when the requester may see nothing of this user (skipped in lists). */
+export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[], o: { includeStopped?: boolean } = {}): Record<string, unknown> | null {
   const keys = userModelFields(held, user) as Set<string>;
   if (!keys.size) return null;
   const active = records.filter(isActive);
   const servers: Record<string, unknown> = {};
-  // each server is shown only to a requester who may read that server
-  for (const r of includeStopped ? records : active) {
-    if (hasScope(held, 'read:servers', { kind: 'server', user: user.name, name: r.name, groups: user.groups })) servers[r.name] = serverModel(r);
+  // each server is shown only to a requester who may read that server; stopped ones only when asked for
+  for (const r of o.includeStopped ? records : active) {
+    const resource = { kind: 'server' as const, user: user.name, name: r.name, groups: user.groups };
+    if (hasScope(held, 'read:servers', resource)) servers[r.name] = serverModel(r, { state: hasScope(held, 'admin:server_state', resource) });
   }
   const dflt = active.find((r) => r.name === '');
   return pick({

@@ -1,10 +1,11 @@
-// /hub/api/users/<u>/server[s/<s>][/progress]: start, stop, read, and follow a start.
+// /hub/api/users/<u>/server[s/<s>][/progress]: start, stop, read, create, modify, and follow a start.
 import type { CallOptions } from '../../../shared/contracts/index.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
-import { serverModel, serverUrl, type ProgressEvent } from '../../../shared/servers.js';
+import { hasScope } from '../../../shared/scopes.js';
+import { serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
-import { isPlainObject, jsonBody, type ApiDeps } from './deps.js';
+import { isPlainObject, jsonBody, onlyKeys, type ApiDeps } from './deps.js';
 import type { ApiRequest, Route } from './router.js';
 
 const KEEPALIVE_MS = 8000;
@@ -34,24 +35,33 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     if (!(await users.get(name))) throw errors.notFound(`No such user: ${name}`, 'HUB_ERR_USER_NOT_FOUND');
   }
 
-  /** `{user_options: {...}}`, or (the older form) the whole body is the options; empty reuses the last ones. */
-  function userOptions(req: ApiRequest): string {
+  /**
+   * `{user_options: {...}, display_name}`, or (the older form) the whole body is the options; no body or
+   * `user_options: null` reuses the last start's options.
+   */
+  function startBody(req: ApiRequest): { user_options_json: string; display_name: string } {
     const body = jsonBody(req);
-    if (body === undefined) return '';
+    if (body === undefined) return { user_options_json: '', display_name: '' };
     if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON object');
     if ('user_options' in body || 'display_name' in body) {
-      if (body.user_options === null || body.user_options === undefined) return '';
+      if (body.display_name !== undefined && typeof body.display_name !== 'string') throw errors.badRequest('display_name must be a string');
+      const display_name = ((body.display_name as string | undefined) ?? '').slice(0, 255);
+      if (body.user_options === null || body.user_options === undefined) return { user_options_json: '', display_name };
       if (!isPlainObject(body.user_options)) throw errors.badRequest('user_options must be an object or null');
-      return JSON.stringify(body.user_options);
+      return { user_options_json: JSON.stringify(body.user_options), display_name };
     }
-    return JSON.stringify(body);
+    return { user_options_json: JSON.stringify(body), display_name: '' };
   }
+
+  /** The model, with the spawner's state for a requester holding admin:server_state on it. */
+  const modelFor = (req: ApiRequest, r: ServerRecord) =>
+    serverModel(r, { state: hasScope(req.held, 'admin:server_state', { kind: 'server', user: r.user, name: r.name, groups: [] }) });
 
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     await refreshBeforeSpawn(deps, req.identity?.sessionId, req.call);
-    const r = await spawner.startServer({ user, name: server, user_options_json: userOptions(req), by: req.who },
+    const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who },
       within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
@@ -60,12 +70,14 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     if (server && !config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
-    // {"remove": true} also forgets a named server; without it a stopped named server stays listed until removed
     const body = jsonBody(req);
-    const remove = Boolean(server && isPlainObject(body) && body.remove === true);
+    if (body !== undefined && !isPlainObject(body)) throw errors.badRequest('Body must be a JSON object');
+    if (body) onlyKeys(body, ['remove']);
+    if (body?.remove !== undefined && typeof body.remove !== 'boolean') throw errors.badRequest('remove must be true or false');
     const current = servers.get(user, server);
-    if (server && (!current || (!servers.isActive(current) && !remove))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
-    const r = await spawner.stopServer({ user, name: server, by: req.who, remove },
+    // a stopped named server still exists (until removed): stopping it again is fine
+    if (server && !current) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+    const r = await spawner.stopServer({ user, name: server, by: req.who, remove: body?.remove === true },
       within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
@@ -73,8 +85,33 @@ export function serverRoutes(deps: ApiDeps): Route[] {
   function read(req: ApiRequest): void {
     const { name: user, server = '' } = req.params;
     const r = servers.get(user, server);
-    if (!r || !servers.isActive(r)) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
-    req.reply.json(200, serverModel(r));
+    if (!r) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+    req.reply.json(200, modelFor(req, r));
+  }
+
+  /** PUT: a named server that exists without running (409 when the name is taken). */
+  async function create(req: ApiRequest): Promise<void> {
+    const { name: user, server } = req.params;
+    await mustUser(user);
+    const r = await spawner.createServer({ user, name: server, ...startBody(req), by: req.who }, within(config.Hub.rpc_timeout * 1000));
+    req.reply.json(201, JSON.parse(r.model_json));
+  }
+
+  /** PATCH: rename, display_name, user_options of a stopped server. */
+  async function modify(req: ApiRequest): Promise<void> {
+    const { name: user, server } = req.params;
+    await mustUser(user);
+    if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+    const body = jsonBody(req);
+    if (!isPlainObject(body) || !['name', 'display_name', 'user_options'].some((k) => k in body)) {
+      throw errors.badRequest('Specify at least one of name, display_name, user_options');
+    }
+    onlyKeys(body, ['name', 'display_name', 'user_options']);
+    if (body.name !== undefined && typeof body.name !== 'string') throw errors.badRequest('name must be a string');
+    if (body.display_name !== undefined && typeof body.display_name !== 'string') throw errors.badRequest('display_name must be a string');
+    if (body.user_options !== undefined && !isPlainObject(body.user_options)) throw errors.badRequest('user_options must be an object');
+    const r = await spawner.modifyServer({ user, name: server, changes_json: JSON.stringify(body), by: req.who }, within(config.Hub.rpc_timeout * 1000));
+    req.reply.json(200, JSON.parse(r.model_json));
   }
 
   /** Everything that happened so far (state, not only live events), then live events until ready or failed. */
@@ -106,7 +143,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     };
     // Subscribe first, then replay: nothing that happens in between is lost.
     const unwatch = servers.watch(user, server, (r) => {
-      if (!r) {
+      if (!r || r.state === 'stopped') {
         if (sent === 0 || !last) stream.send({ progress: 100, failed: true, message: 'Spawn cancelled' });
         return stream.end();
       }
@@ -125,6 +162,12 @@ export function serverRoutes(deps: ApiDeps): Route[] {
   }
   for (const path of ['/users/:name/server', '/users/:name/servers/:server']) {
     routes.push({ method: 'GET', path, access: ['read:servers'], resource: serverResource, handle: read });
+    if (path.endsWith(':server')) {
+      routes.push(
+        { method: 'PUT', path, access: ['start:servers'], resource: serverResource, handle: create },
+        { method: 'PATCH', path, access: ['start:servers'], resource: serverResource, handle: modify },
+      );
+    }
     routes.push({ method: 'GET', path: `${path}/progress`, access: ['read:servers'], resource: serverResource, handle: progress });
   }
   return routes;

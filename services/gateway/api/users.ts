@@ -14,9 +14,9 @@ import { parseSort } from '../../../shared/lists.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
-  const model = (held: ReadonlySet<string>, u: UserRecord, includeStopped = false) => userModel(held, u, book, servers.of(u.name), includeStopped);
-  /** `?include_stopped_servers`: any value but 0/false, a bare one too (the established hub's reading). */
-  const withStopped = (q: URLSearchParams) => q.has('include_stopped_servers') && !['0', 'false'].includes(q.get('include_stopped_servers')!.toLowerCase());
+  /** `?include_stopped_servers` (present = yes, as the established hub reads it) shows stopped servers too. */
+  const model = (held: ReadonlySet<string>, u: UserRecord, req?: ApiRequest) =>
+    userModel(held, u, book, servers.of(u.name), { includeStopped: req?.query.has('include_stopped_servers') && !/^(0|false)$/i.test(req.query.get('include_stopped_servers') ?? '') });
   const resource = userResource(deps);
   /** Granting admin needs every scope admin gives, so admin:users alone cannot make an admin. */
   const mayGrantAdmin = (req: ApiRequest) => holdsAdminScopes(req.held, book);
@@ -29,7 +29,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
 
   function respondUser(req: ApiRequest, status: number, user: UserRecord): void {
     users.remember(user);
-    req.reply.json(status, model(req.held, user) ?? { kind: 'user', name: user.name });
+    req.reply.json(status, model(req.held, user, req) ?? { kind: 'user', name: user.name });
   }
 
   return [
@@ -57,8 +57,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
           name_filter: req.query.get('name_filter') ?? '',
         }, req.call);
         const inState = (name: string) => state === null || byState || (state === 'inactive') !== withServers.includes(name);
-        const stopped = withStopped(req.query);
-        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, stopped); }).filter(Boolean);
+        const items = r.users.filter((u) => inState(u.name)).map((u) => { users.remember(u); return model(req.held, u, req); }).filter(Boolean);
         req.reply.json(200, pageBody(req.info, req.query, page, items, r.total));
       },
     },
@@ -80,7 +79,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, model(req.held, user, withStopped(req.query)));
+        req.reply.json(200, model(req.held, user, req));
       },
     },
     {

@@ -1,0 +1,158 @@
+// `npm run bench spawn`: one spawn alone, N at once and N stops at once (BENCH_SPAWN_COUNT, default 50), with
+// this hub's `simple` and `localprocess` and the established hub's SimpleLocalProcessSpawner and
+// LocalProcessSpawner, all spawning the same tiny program in the same run; beside the floor: the CPU time
+// that program's start-up costs here, times the count, divided by the cores.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { freePort, sleep, startHub, waitFor } from '../harness.js';
+import { randomToken } from '../api/client.js';
+import { jupyterhubInstalled, startJupyterHub } from './jupyterhub.js';
+import { aptInstall } from './tools.js';
+
+const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
+const COUNT = Number(process.env.BENCH_SPAWN_COUNT ?? 50);
+const ALONE_RUNS = 5;
+const log = (line: string) => console.error(`bench spawn: ${line}`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** CPU seconds (user + system) the target costs from exec until it answers HTTP. */
+async function startupCpu(): Promise<{ cpu: number; wall: number }> {
+  const port = await freePort();
+  const t0 = performance.now();
+  const child = spawn(process.execPath, [TARGET], { env: { ...process.env, HUB_SERVICE_URL: `http://127.0.0.1:${port}/` }, stdio: 'ignore' });
+  await waitFor('the target to answer', async () => ((await fetch(`http://127.0.0.1:${port}/`).catch(() => null))?.ok ? true : undefined), 10_000, 5);
+  const wall = performance.now() - t0;
+  const f = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  const cpu = (Number(fields[11]) + Number(fields[12])) / TICKS;
+  child.kill('SIGKILL');
+  return { cpu, wall };
+}
+
+/** The API with a long deadline: 50 starts at once on a loaded 2-core machine take a while. */
+function apiClient(base: string) {
+  return async (method: string, path: string, o: { token?: string; body?: unknown } = {}) => {
+    const r = await fetch(`${base}/hub/api${path}`, {
+      method, headers: { authorization: `token ${o.token}`, ...(o.body ? { 'content-type': 'application/json' } : {}) },
+      body: o.body ? JSON.stringify(o.body) : undefined, signal: AbortSignal.timeout(300_000),
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : null };
+  };
+}
+
+interface Api {
+  call: ReturnType<typeof apiClient>;
+  token: string;
+}
+
+interface Figures { alone: number; burst: number; stops: number }
+
+/** POST start (waits for ready: slow_spawn_timeout is long), N together, then N stops together. */
+async function measure(api: Api, users: string[]): Promise<Figures> {
+  const start = async (u: string) => {
+    const r = await api.call('POST', `/users/${u}/server`, { token: api.token });
+    if (r.status !== 201) throw new Error(`start ${u}: ${r.status} ${JSON.stringify(r.body)}`);
+  };
+  const stop = async (u: string) => {
+    const r = await api.call('DELETE', `/users/${u}/server`, { token: api.token });
+    if (r.status !== 204) throw new Error(`stop ${u}: ${r.status} ${JSON.stringify(r.body)}`);
+  };
+  const alone: number[] = [];
+  for (let i = 0; i < ALONE_RUNS; i++) {
+    const t0 = performance.now();
+    await start(users[0]);
+    alone.push(performance.now() - t0);
+    await stop(users[0]);
+    await sleep(200);
+  }
+  let t0 = performance.now();
+  await Promise.all(users.map(start));
+  const burst = performance.now() - t0;
+  await sleep(500);
+  t0 = performance.now();
+  await Promise.all(users.map(stop));
+  const stops = performance.now() - t0;
+  return { alone: median(alone), burst, stops };
+}
+
+function accounts(n: number) {
+  const tag = randomBytes(2).toString('hex');
+  const names = Array.from({ length: n }, (_, i) => `hb${tag}${i}`);
+  for (const name of names) execFileSync('useradd', ['-m', '-K', 'HOME_MODE=0700', name]);
+  return { names, remove: () => { for (const name of names) spawnSync('userdel', ['-r', name], { stdio: 'ignore' }); } };
+}
+
+export async function spawnBench(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error('bench spawn: localprocess needs root');
+  if (!jupyterhubInstalled()) aptInstall('jupyterhub', log);
+  const cores = availableParallelism();
+  const users = accounts(COUNT);
+  const token = randomToken();
+  const results: [string, Figures][] = [];
+  try {
+    const probes: { cpu: number; wall: number }[] = [];
+    for (let i = 0; i < 5; i++) probes.push(await startupCpu());
+    const cpu = median(probes.map((p) => p.cpu));
+    const wallAlone = median(probes.map((p) => p.wall));
+
+    for (const spawner of ['simple', 'localprocess']) {
+      log(`this hub, ${spawner}`);
+      const hub = await startHub({
+        config: {
+          Hub: { api_tokens: { [token]: 'boss' }, spawner_class: spawner, concurrent_spawn_limit: 0, rpc_timeout: 300 },
+          Authenticator: { admin_users: ['boss'] },
+          Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
+        },
+      });
+      try {
+        const call = apiClient(hub.url);
+        await call('POST', '/users', { token, body: { usernames: users.names } });
+        results.push([`hub ${spawner}`, await measure({ call, token }, users.names)]);
+        log(JSON.stringify(results.at(-1)));
+      } finally {
+        await hub.stop();
+      }
+    }
+    for (const [label, cls] of [['established SimpleLocalProcessSpawner', 'SimpleLocalProcessSpawner'], ['established LocalProcessSpawner', 'LocalProcessSpawner']]) {
+      log(label);
+      const jh = await startJupyterHub({
+        apiTokens: { [token]: 'boss' }, adminUsers: ['boss'],
+        extraConfig: [
+          `c.JupyterHub.spawner_class = 'jupyterhub.spawner.${cls}'`,
+          `c.Spawner.cmd = [${JSON.stringify(process.execPath)}, ${JSON.stringify(TARGET)}]`,
+          'c.Spawner.start_timeout = 280', 'c.Spawner.http_timeout = 280',
+          'c.JupyterHub.concurrent_spawn_limit = 0',
+          "c.JupyterHub.tornado_settings = {'slow_spawn_timeout': 280, 'slow_stop_timeout': 280}",
+        ],
+      });
+      try {
+        const call = apiClient(jh.url);
+        await call('POST', '/users', { token, body: { usernames: users.names } });
+        results.push([label, await measure({ call, token }, users.names)]);
+        log(JSON.stringify(results.at(-1)));
+      } catch (e) {
+        throw new Error(`${(e as Error).message}\n${jh.logs()}`);
+      } finally {
+        await jh.stop();
+      }
+    }
+
+    const floorAlone = cpu * 1000;
+    const floorBurst = (cpu * COUNT * 1000) / cores;
+    const ms = (x: number) => `${Math.round(x)} ms`;
+    const above = (x: number, floor: number) => `${(x / floor).toFixed(1)}×`;
+    console.log(`\nspawn (${COUNT} servers, ${cores} cores); floor: start-up CPU ${ms(cpu * 1000)} per server (wall ${ms(wallAlone)} alone)`);
+    console.log(`${'what'.padEnd(40)} ${'one alone'.padStart(16)} ${`${COUNT} at once`.padStart(18)} ${`${COUNT} stops`.padStart(10)}`);
+    console.log(`${'floor'.padEnd(40)} ${ms(floorAlone).padStart(16)} ${ms(floorBurst).padStart(18)} ${'-'.padStart(10)}`);
+    for (const [label, f] of results) {
+      console.log(`${label.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${ms(f.burst)} (${above(f.burst, floorBurst)})`.padStart(18)} ${ms(f.stops).padStart(10)}`);
+    }
+  } finally {
+    users.remove();
+  }
+}

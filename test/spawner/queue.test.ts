@@ -1,0 +1,91 @@
+// Spawn bursts wait instead of failing: beyond Hub.concurrent_spawn_limit, starts queue first-come, answer
+// 202 at once, hear their place as it moves, and all become ready; past Hub.spawn_queue_limit, 429.
+import test from 'ava';
+import { connect } from 'nats';
+import { NATS_TOKEN, startHub, waitFor } from '../harness.js';
+import { apiClient, randomToken } from '../api/client.js';
+import { SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
+import { FIXTURE, serverRecord } from './helpers.js';
+
+const ADMIN = randomToken();
+
+test('queue: 3× concurrent_spawn_limit starts at once all become ready, in order of request, with their place on the progress stream and no 429; past spawn_queue_limit a 429', async (t) => {
+  const LIMIT = 2;
+  const users = Array.from({ length: 3 * LIMIT }, (_, i) => `q${i}`);
+  const hub = await startHub({
+    config: {
+      Hub: { api_tokens: { [ADMIN]: 'boss' }, concurrent_spawn_limit: LIMIT, spawn_queue_limit: 2 * LIMIT },
+      Authenticator: { admin_users: ['boss'] },
+      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '400' }, slow_spawn_timeout: 0.2 },
+    },
+  });
+  const api = apiClient(hub.url);
+  // every change of every record, in the order the spawner wrote them
+  const nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const changes: ServerRecord[] = [];
+  const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
+  const watch = await kv.watch();
+  void (async () => {
+    for await (const e of watch) if (e.operation === 'PUT') changes.push(JSON.parse(new TextDecoder().decode(e.value)));
+  })();
+  try {
+    await api('POST', '/users', { token: ADMIN, body: { usernames: [...users, 'late'] } });
+    const answers: number[] = [];
+    for (const u of users) {
+      const t0 = Date.now();
+      const r = await api('POST', `/users/${u}/server`, { token: ADMIN });
+      answers.push(r.status);
+      if (users.indexOf(u) >= LIMIT) t.true(Date.now() - t0 < 1500, `a queued start answers at once (${Date.now() - t0} ms)`);
+    }
+    t.deepEqual(answers, users.map(() => 202), 'no 429 within the queue');
+    const full = await api('POST', '/users/late/server', { token: ADMIN });
+    t.is(full.status, 429, 'past spawn_queue_limit');
+    t.regex(full.headers.get('retry-after') ?? '', /^\d+$/);
+
+    await waitFor('every server to be ready', async () => {
+      const all = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
+      return all.every(Boolean) ? true : undefined;
+    }, 60_000, 200);
+    // turns were taken first come, first served: the order in which starts began spawning is the request order
+    const began: string[] = [];
+    for (const c of changes) if (c.progress.some((e) => e.message === 'Spawning server...') && !began.includes(c.user)) began.push(c.user);
+    t.deepEqual(began, users);
+    // a queued start heard its place as it moved, then its turn, then the usual events
+    const last = (await api('GET', `/users/${users.at(-1)}`, { token: ADMIN })).body.servers[''];
+    t.true(last.ready);
+    const heard = changes.filter((c) => c.user === users.at(-1)).at(-1)!.progress.map((e) => e.message);
+    const places = heard.filter((m) => /ahead of yours|Next in line/.test(m));
+    t.deepEqual(places, ['3 starts ahead of yours', '2 starts ahead of yours', '1 start ahead of yours', 'Next in line'], heard.join(' | '));
+    t.true(heard.indexOf('Your turn: starting') > heard.indexOf('Next in line'));
+    t.is(heard.at(-1), 'Server ready at /user/q5/');
+  } finally {
+    await watch.stop();
+    await nc.close();
+    await hub.stop();
+  }
+});
+
+test('queue: a start stopped while it waits leaves the queue, and those behind it move up', async (t) => {
+  const hub = await startHub({
+    config: {
+      Hub: { api_tokens: { [ADMIN]: 'boss' }, concurrent_spawn_limit: 1 },
+      Authenticator: { admin_users: ['boss'] },
+      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '1500' }, slow_spawn_timeout: 0.1 },
+    },
+  });
+  const api = apiClient(hub.url);
+  try {
+    await api('POST', '/users', { token: ADMIN, body: { usernames: ['w0', 'w1', 'w2'] } });
+    for (const u of ['w0', 'w1', 'w2']) t.is((await api('POST', `/users/${u}/server`, { token: ADMIN })).status, 202);
+    t.is((await api('DELETE', '/users/w1/server', { token: ADMIN })).status, 204, 'a waiting start stops at once');
+    t.deepEqual((await api('GET', '/users/w1', { token: ADMIN })).body.servers, {});
+    await waitFor('w0 and w2 ready', async () => {
+      const ready = await Promise.all(['w0', 'w2'].map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
+      return ready.every(Boolean) ? true : undefined;
+    }, 30_000, 200);
+    const heard = (await serverRecord(hub.natsUrl, 'w2'))!.progress.map((e) => e.message);
+    t.deepEqual(heard.filter((m) => /ahead of yours|Next in line/.test(m)), ['1 start ahead of yours', 'Next in line'], heard.join(' | '));
+  } finally {
+    await hub.stop();
+  }
+});
