@@ -51,7 +51,8 @@ function subjectFilter(type: string | undefined): string {
   return subjects.allAudit;
 }
 
-interface AuditRecord { at?: unknown; entity?: unknown; verb?: unknown; who?: unknown; what?: unknown; outcome?: unknown; [k: string]: unknown }
+/** An event of the audit schema v1 (README, "Operating it"). */
+interface AuditRecord { v?: unknown; time?: unknown; type?: unknown; who?: unknown; what?: unknown; outcome?: unknown; details?: unknown; [k: string]: unknown }
 
 /** Events carry names people typed: no control, bidi or line-separator character reaches the terminal raw. */
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
@@ -62,13 +63,15 @@ function show(v: unknown): string {
   return escapeUnsafe(JSON.stringify(v) ?? 'null');
 }
 
-const SHOWN_FIRST = new Set(['at', 'entity', 'verb', 'outcome', 'who', 'what']);
+const SHOWN_FIRST = new Set(['v', 'time', 'type', 'outcome', 'who', 'what', 'details']);
 
-/** `2026-11-24T08:00:00.000Z  user.create  ok  who=cli:root  what=alice  admin=true  actor=auth` */
+/** `2026-11-24T08:00:00.000Z  user.create  ok  who=cli:root  what=alice  actor=auth  admin=true` */
 export function readableLine(e: AuditRecord): string {
-  const parts = [show(e.at), `${show(e.entity)}.${show(e.verb)}`, show(e.outcome), `who=${show(e.who)}`];
+  const parts = [show(e.time), show(e.type), show(e.outcome), `who=${show(e.who)}`];
   if (e.what !== undefined) parts.push(`what=${show(e.what)}`);
-  for (const [k, v] of Object.entries(e)) if (!SHOWN_FIRST.has(k)) parts.push(`${escapeUnsafe(k)}=${show(v)}`);
+  for (const [k, v] of Object.entries(e)) if (!SHOWN_FIRST.has(k) && v !== undefined && v !== '') parts.push(`${escapeUnsafe(k)}=${show(v)}`);
+  const details = e.details && typeof e.details === 'object' ? Object.entries(e.details as Record<string, unknown>) : [];
+  for (const [k, v] of details) parts.push(`${escapeUnsafe(k)}=${show(v)}`);
   return parts.join('  ');
 }
 
@@ -179,7 +182,7 @@ function decode(m: JsMsg): AuditRecord | null {
 }
 
 function matches(e: AuditRecord, typeMatch: RegExp | null, whoMatch: RegExp | null): boolean {
-  if (typeMatch && !typeMatch.test(`${String(e.entity)}.${String(e.verb)}`)) return false;
+  if (typeMatch && !typeMatch.test(String(e.type))) return false;
   if (whoMatch) {
     // `--who alice` finds `user:alice`; `--who 'cli:*'` every operator
     const who = typeof e.who === 'string' ? e.who : '';

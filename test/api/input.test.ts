@@ -98,10 +98,10 @@ test.serial('json: the auth and spawner actors bound what they are sent too, who
   const auth = createGrpcClient('auth', grpcSocketPath(hub.dataDir, 'auth'), 5000);
   const spawner = createGrpcClient('spawner', grpcSocketPath(hub.dataDir, 'spawner'), 5000);
   try {
-    const props = await t.throwsAsync(auth.call('SetGroupProperties', { name: 'deep', properties_json: deep(100_000), by: 'test' }));
+    const props = await t.throwsAsync(auth.setGroupProperties({ name: 'deep', properties_json: deep(100_000), by: 'test' }));
     t.is((props as any).status, 400);
     t.regex(props!.message, /Group properties nests .* deeper than the limit/);
-    const options = await t.throwsAsync(spawner.call('StartServer', { user: 'dana', name: '', user_options_json: `{"a": ${deep(100_000)}}`, by: 'test' }));
+    const options = await t.throwsAsync(spawner.startServer({ user: 'dana', name: '', user_options_json: `{"a": ${deep(100_000)}}`, by: 'test' }));
     t.is((options as any).status, 400);
     t.regex(options!.message, /user_options nests/);
     t.deepEqual((await api('GET', '/users/dana', { token: ADMIN })).body.servers, {});
@@ -118,7 +118,7 @@ test.serial('utf-8: a body, path or query that is not UTF-8 is a 400, never alte
   const badBody = Buffer.concat([Buffer.from('{"usernames": ["'), Buffer.from([0xff, 0xfe]), Buffer.from('"]}')]);
   const r1 = await rawRequest(hub.port, 'POST', '/hub/api/users', { ...auth, 'content-length': String(badBody.length) }, badBody);
   t.is(r1.status, 400);
-  t.deepEqual(JSON.parse(r1.body.toString()), { status: 400, message: 'Request body is not valid UTF-8' });
+  t.deepEqual(JSON.parse(r1.body.toString()), { status: 400, message: 'Request body is not valid UTF-8', code: 'HUB_ERR_REQUEST_ENCODING' });
   // an overlong encoding and a lone surrogate are not UTF-8 either
   for (const bytes of [[0xc0, 0xaf], [0xed, 0xa0, 0x80]]) {
     const b = Buffer.concat([Buffer.from('{"usernames": ["a'), Buffer.from(bytes), Buffer.from('"]}')]);

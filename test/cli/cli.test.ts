@@ -96,10 +96,10 @@ test.serial('cli: set-password and token while the hub runs; an unknown user is 
 test.serial('cli: audit finds what the command line did, with who = the operator', async (t) => {
   const users = await auditEvents(['--type', 'user.*']);
   t.true(users.length > 0);
-  t.true(users.every((e) => e.entity === 'user'));
-  t.truthy(users.find((e) => e.verb === 'create' && e.what === 'newbie' && e.who === OPERATOR && e.actor === 'auth' && e.admin === false));
-  t.truthy(users.find((e) => e.verb === 'create' && e.what === 'chief' && e.who === OPERATOR && e.admin === true));
-  t.truthy(users.find((e) => e.verb === 'set_password' && e.what === 'newbie' && e.who === OPERATOR));
+  t.true(users.every((e) => String(e.type).startsWith('user.')));
+  t.truthy(users.find((e) => e.type === 'user.create' && e.what === 'newbie' && e.who === OPERATOR && e.actor === 'auth' && e.details?.admin === false));
+  t.truthy(users.find((e) => e.type === 'user.create' && e.what === 'chief' && e.who === OPERATOR && e.details?.admin === true));
+  t.truthy(users.find((e) => e.type === 'user.set_password' && e.what === 'newbie' && e.who === OPERATOR));
   t.falsy(users.find((e) => e.what === 'shorty'));
 
   const tokens = await auditEvents(['--type', 'token.create', '--who', 'cli:*', '--since', '1h']);

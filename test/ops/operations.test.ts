@@ -134,8 +134,10 @@ test.serial('audit: login → spawn → stop → token → denied call → logou
   await waitFor('alice\'s server to run', async () => ((await api('GET', '/users/alice', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 20_000);
   const stop = await b.post(`${hub.url}/hub/stop/alice/`, { _xsrf: xsrf });
   t.is(stop.status, 302);
-  const tokenPage = await b.post(`${hub.url}/hub/token`, { _xsrf: xsrf, note: 'audit test' });
-  const token = /<code id="token">([^<]+)<\/code>/.exec(tokenPage.body)?.[1];
+  const requested = await b.post(`${hub.url}/hub/token`, { _xsrf: xsrf, note: 'audit test', expires_in: '' });
+  t.is(requested.status, 302); // POST, then the page shows the new token once
+  const tokenPage = await b.get(`${hub.url}/hub/token`);
+  const token = /<code class="token" id="new-token">([^<]+)<\/code>/.exec(tokenPage.body)?.[1];
   t.truthy(token);
   const denied = await api('POST', '/users/mallory', { token: token! });
   t.is(denied.status, 403);
