@@ -121,6 +121,11 @@ export class AuthStore {
    */
   async listUsers(offset: number, limit: number, only?: Restriction, exclude: string[] = [], sort: UserSort = { key: 'id', desc: false }): Promise<{ rows: UserRow[]; total: number }> {
     if (!only && !exclude.length) return { rows: await this.usersByIds(this.index.page(sort, offset, limit)), total: this.index.size };
+    if (!only) {
+      // everyone but a few (e.g. ?state=inactive): a walk of the index, O(offset + limit + excluded)
+      const excluded = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE name IN (${placeholders(exclude.length)})`, exclude))!.n;
+      return { rows: await this.usersByIds(this.index.pageExcept(sort, offset, limit, new Set(exclude))), total: this.index.size - excluded };
+    }
     const conditions: string[] = [];
     const params: string[] = [];
     if (only) {
