@@ -143,6 +143,11 @@ export class AuthStore {
       const ids = this.index.matching(nameFilter, sort);
       return { rows: await this.usersByIds(ids.slice(offset, offset + limit)), total: ids.length };
     }
+    if (!only && !nameFilter) {
+      // everyone but a few (e.g. ?state=inactive): a walk of the index, O(offset + limit + excluded)
+      const excluded = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE name IN (${placeholders(exclude.length)})`, exclude))!.n;
+      return { rows: await this.usersByIds(this.index.pageExcept(sort, offset, limit, new Set(exclude))), total: this.index.size - excluded };
+    }
     const conditions: string[] = [];
     const params: (string | number)[] = [];
     if (only) {

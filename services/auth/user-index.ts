@@ -132,6 +132,20 @@ export class UserIndex {
     return out;
   }
 
+  /** A page of all users but those named in `exclude` (e.g. users with servers): a walk of the order, no sort. */
+  pageExcept(sort: UserSort, offset: number, limit: number, exclude: ReadonlySet<string>): number[] {
+    const list = this.order(sort.key);
+    const out: number[] = [];
+    let skip = offset;
+    for (let k = 0; k < list.length && out.length < limit; k++) {
+      const id = list[sort.desc ? list.length - 1 - k : k];
+      if (exclude.has(this.entries.get(id)!.name)) continue;
+      if (skip > 0) skip--;
+      else out.push(id);
+    }
+    return out;
+  }
+
   /** Some users (a filtered list) in the same order a full list would show them. */
   sort(ids: number[], sort: UserSort): number[] {
     const known = ids.filter((id) => this.entries.has(id)).sort(this.cmp[sort.key]);

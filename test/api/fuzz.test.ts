@@ -18,7 +18,7 @@ import { rawRequest } from '../proxy/helpers.js';
 import { apiClient, randomToken, type ApiCall } from './client.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 0x16);
-const RUNS = Number(process.env.FUZZ_RUNS ?? 270);
+const RUNS = Number(process.env.FUZZ_RUNS ?? 200);
 const ADMIN = randomToken();
 const LOW = randomToken();
 

@@ -1,6 +1,6 @@
 // /hub/api/proxy (reference §2.9): the routing table as the proxy-router keeps it, and a way to make
 // it reconcile now. The hub's proxy is built in, so PATCH cannot point it somewhere else.
-import { errors } from '../../../shared/errors.js';
+import { errors, type HubError } from '../../../shared/errors.js';
 import { isPlainObject, jsonBody, type ApiDeps } from './deps.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
@@ -29,7 +29,14 @@ export function proxyRoutes(deps: ApiDeps): Route[] {
       method: 'PATCH', path: '/proxy', access: ['proxy'],
       async handle(req) {
         if (!req.body?.length) throw errors.badRequest('need JSON body');
-        const body = jsonBody(req);
+        let body: unknown;
+        try {
+          body = jsonBody(req);
+        } catch (e) {
+          // the established hub's wording for JSON it cannot read; a body nested too deep keeps its own message
+          if ((e as HubError).code === 'HUB_ERR_REQUEST_INVALID') throw errors.badRequest('Request body must be JSON dict');
+          throw e;
+        }
         if (!isPlainObject(body)) throw errors.badRequest('Request body must be JSON dict');
         if ('api_url' in body || 'auth_token' in body) {
           throw errors.badRequest("This hub's proxy is built in (the gateway and the proxy-router): there is no external proxy API to point at, so api_url and auth_token do not apply");
