@@ -44,6 +44,9 @@ export const errors = {
   internal: (cause?: unknown) => new HubError(500, 'HUB_ERR_INTERNAL', 'Internal error', { cause }),
   unavailable: (what: string, cause?: unknown) =>
     new HubError(503, 'HUB_ERR_ACTOR_UNAVAILABLE', `${what} is not available, try again shortly`, { cause }),
+  /** a proxied target answered with something that is not an acceptable HTTP response */
+  badGateway: (what: string, cause?: unknown) =>
+    new HubError(502, 'HUB_ERR_PROXY_BAD_RESPONSE', `${what} sent an invalid response`, { cause }),
   timeout: (what: string, cause?: unknown) =>
     new HubError(504, 'HUB_ERR_ACTOR_TIMEOUT', `${what} did not answer in time`, { cause }),
   /** An OAuth 2 error (RFC 6749 §5.2): the code is `HUB_ERR_OAUTH_<ERROR>`, so the token endpoint can name it again. */

@@ -26,7 +26,7 @@ const problems: string[] = [];
 
 
 function ensureTools(): void {
-  for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'configurable-http-proxy']]) {
+  for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'node-configurable-http-proxy']]) {
     if (!onPath(bin)) aptInstall(pkg, log);
     if (!onPath(bin)) throw new Error(`${bin} is missing: install it with \`apt-get install -y ${pkg}\``);
   }

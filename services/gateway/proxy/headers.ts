@@ -26,30 +26,46 @@ function connectionTokens(value: string): Set<string> | null {
 const appended = (existing: string, value: string, sep: string) => (existing ? `${existing}${sep}${value}` : value);
 
 export interface ForwardRequestHead {
-  /** flat [name, value, name, value, ...], as node:http takes them (repeated headers kept) */
-  headers: string[];
+  /** the header section for the target: `name: value\r\n` lines (repeated headers kept), without the blank line */
+  lines: string;
   hasBody: boolean;
+  /** the client's body is chunked: it goes to the target chunked too */
+  chunked: boolean;
+  /** why the request cannot be written to the target as is (a control character in a header), or null */
+  invalid: string | null;
 }
 
-/** The headers to send to the target. Must run before the uWS handler returns (req is stack-allocated). */
-export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, websocket: boolean): ForwardRequestHead {
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
+// eslint-disable-next-line no-control-regex
+const BAD_VALUE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
+/** A request target may hold only visible ASCII (the path is normalised, the query passed as sent). */
+export const BAD_TARGET = /[^\u0021-\u007e]/;
+
+/**
+ * The header section to send to the target, written by the gateway itself (values as UTF-8, as uWS
+ * decoded them); Host is the client's (the target's `targetHost` when it sent none). Must run before
+ * the uWS handler returns (req is stack-allocated).
+ */
+export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, targetHost: string, websocket: boolean): ForwardRequestHead {
   const named = connectionTokens(req.getHeader('connection'));
   const chunked = req.getHeader('transfer-encoding') !== '';
   const length = req.getHeader('content-length');
-  const headers: string[] = [];
+  let lines = '';
+  let invalid: string | null = null;
   req.forEach((k, v) => {
     if (HOP_BY_HOP.has(k) || REQUEST_OWN.has(k) || named?.has(k) || (websocket && WS_HANDSHAKE.has(k))) return;
-    headers.push(k, v);
+    if (!TOKEN.test(k) || BAD_VALUE.test(v)) invalid ??= `header ${JSON.stringify(k.slice(0, 40))} cannot be forwarded`;
+    lines += `${k}: ${v}\r\n`;
   });
   // A chunked body is sent on chunked; otherwise the declared length goes along.
-  if (!chunked && length !== '') headers.push('content-length', length);
+  if (chunked) lines += 'transfer-encoding: chunked\r\n';
+  else if (length !== '') lines += `content-length: ${length}\r\n`;
   const host = req.getHeader('host');
-  headers.push(
-    'x-forwarded-for', appended(req.getHeader('x-forwarded-for'), remoteAddress, ', '),
-    'x-forwarded-proto', appended(req.getHeader('x-forwarded-proto'), 'http', ','),
-  );
-  if (host) headers.push('x-forwarded-host', appended(req.getHeader('x-forwarded-host'), host, ','));
-  return { headers, hasBody: chunked || (length !== '' && length !== '0') };
+  lines += `x-forwarded-for: ${appended(req.getHeader('x-forwarded-for'), remoteAddress, ', ')}\r\nx-forwarded-proto: ${appended(req.getHeader('x-forwarded-proto'), 'http', ',')}\r\n`;
+  if (host) lines += `x-forwarded-host: ${appended(req.getHeader('x-forwarded-host'), host, ',')}\r\n`;
+  else lines += `host: ${targetHost}\r\n`; // HTTP/1.1 needs one; an HTTP/1.0 client may have sent none
+  if (!chunked && length !== '' && !/^[0-9]{1,15}$/.test(length)) invalid ??= 'bad Content-Length';
+  return { lines, hasBody: chunked || (length !== '' && length !== '0'), chunked, invalid };
 }
 
 export interface ResponseHead {
@@ -59,7 +75,7 @@ export interface ResponseHead {
   contentLength: number | undefined;
 }
 
-/** The target's response headers as the client should get them (node's rawHeaders keep case and repeats). */
+/** The target's response headers as the client should get them (flat, case and repeats kept as received). */
 export function clientResponseHead(rawHeaders: string[]): ResponseHead {
   let named: Set<string> | null = null;
   let contentLength: number | undefined;
@@ -77,7 +93,7 @@ export function clientResponseHead(rawHeaders: string[]): ResponseHead {
   return { headers, contentLength: Number.isSafeInteger(contentLength) && contentLength! >= 0 ? contentLength : undefined };
 }
 
-/** node:http hands header values as latin1 strings; uWS writes strings as UTF-8. Non-ASCII values go as their bytes. */
+/** Response header values are read as latin1 strings; uWS writes strings as UTF-8. Non-ASCII values go as their bytes. */
 export function headerValue(v: string): string | Buffer {
   // eslint-disable-next-line no-control-regex
   return /[^\u0000-\u007f]/.test(v) ? Buffer.from(v, 'latin1') : v;
