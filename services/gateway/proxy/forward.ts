@@ -20,8 +20,10 @@ export interface ForwardOptions {
 /** Methods a request may be sent again for, when a reused connection turned out closed before any answer. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
+const decoder = new TextDecoder();
+
 export function remoteAddressOf(res: uWS.HttpResponse): string {
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
+  return decoder.decode(res.getRemoteAddressAsText());
 }
 
 /** An error of the gateway's own: a page for browsers, JSON for API clients. */
@@ -41,9 +43,9 @@ export const targetHost = (entry: RouteEntry): string =>
 export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: RouteEntry, path: string, pool: UpstreamPool, opts: ForwardOptions): void {
   const method = req.getCaseSensitiveMethod().toUpperCase();
   const query = req.getQuery();
-  const browser = req.getHeader('accept').includes('text/html');
   const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
   const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), false);
+  const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
   new Exchange(res, entry, method, browser, pool, opts, `${method} ${target} HTTP/1.1\r\n${head.lines}\r\n`, head.hasBody, head.chunked).start();
@@ -78,6 +80,7 @@ class Exchange implements UpstreamUser, ResponseSink {
   /** the connection had carried a request before this one */
   private reused = false;
   private retried = false;
+  private watchingWritable = false;
 
   constructor(
     private readonly res: uWS.HttpResponse,
@@ -167,11 +170,10 @@ class Exchange implements UpstreamUser, ResponseSink {
     if (head.status === 101) return void this.badResponse('101 Switching Protocols to a request without Upgrade');
     if (this.aborted || this.finished) return;
     this.head = head;
-    this.headers = clientResponseHead(head.headers).headers;
+    this.headers = clientResponseHead(head.headers, head.connection);
     this.noBody = this.method === 'HEAD' || head.status === 204 || head.status === 304;
     this.total = head.chunked || head.contentLength < 0 ? undefined : head.contentLength;
     if (head.keepAliveTimeout && this.conn) this.conn.keepAliveMs = Math.min(this.pool.keepAliveMs, head.keepAliveTimeout * 1000 - 1000);
-    if (!this.noBody) this.res.onWritable((offset) => this.onWritable(offset));
   }
 
   onBody(chunk: Buffer): void {
@@ -211,7 +213,7 @@ class Exchange implements UpstreamUser, ResponseSink {
     } else if (data) {
       let ok = true;
       this.res.cork(() => { this.writeHead(); ok = this.res.write(data); });
-      if (!ok) this.conn?.socket.pause();
+      if (!ok) this.backpressure();
       return;
     }
     // the head alone so far (a stream that has not started): the client sees it at once
@@ -223,7 +225,8 @@ class Exchange implements UpstreamUser, ResponseSink {
     this.headWritten = true;
     this.res.writeStatus(this.head!.statusText);
     const h = this.headers;
-    for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], headerValue(h[i + 1]));
+    if (this.head!.latin1) for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], headerValue(h[i + 1]));
+    else for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], h[i + 1]);
   }
 
   private writeLength(data: Buffer): void {
@@ -241,7 +244,15 @@ class Exchange implements UpstreamUser, ResponseSink {
         ok = false;
       }
     });
-    if (!ok) this.conn?.socket.pause();
+    if (!ok) this.backpressure();
+  }
+
+  /** The client is not taking the body as fast as the target sends it: the target waits until uWS says it is writable. */
+  private backpressure(): void {
+    this.conn?.socket.pause();
+    if (this.watchingWritable) return;
+    this.watchingWritable = true; // registered only now: most responses never need it
+    this.res.onWritable((offset) => this.onWritable(offset));
   }
 
   private onWritable(offset: number): boolean {

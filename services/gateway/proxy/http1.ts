@@ -14,8 +14,17 @@ const MAX_LINE = 4096;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // eslint-disable-next-line no-control-regex
 const BAD_VALUE = /[\u0000-\u0008\u000a-\u001f\u007f]/;
-const CHUNK_SIZE = /^([0-9A-Fa-f]{1,13})[ \t]*(?:;[^\u0000-\u0008\u000a-\u001f\u007f]*)?$/;
+/** Anywhere in a head: a control character other than HTAB, or a CR or LF that is not part of a CRLF. */
+// eslint-disable-next-line no-control-regex
+const BAD_HEAD = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]|\r(?!\n)|(?<!\r)\n/;
+const NOT_ASCII = /[^\u0000-\u007f]/;
 const DIGITS = /^[0-9]{1,15}$/;
+/** Hex digit values by byte, -1 for others. */
+const HEX = new Int8Array(256).fill(-1);
+for (let i = 0; i < 10; i++) HEX[48 + i] = i;
+for (let i = 0; i < 6; i++) HEX[65 + i] = HEX[97 + i] = 10 + i;
+/** More hex digits than this in a chunk size is more than 2^52 bytes: refused. */
+const MAX_HEX_DIGITS = 13;
 
 export interface ResponseHead {
   status: number;
@@ -23,6 +32,10 @@ export interface ResponseHead {
   statusText: string;
   /** flat [name, value, ...] as received: case and repeats kept, latin1 */
   headers: string[];
+  /** the Connection header's value ('' when none) */
+  connection: string;
+  /** some header holds bytes beyond ASCII (they are latin1 characters in `headers`) */
+  latin1: boolean;
   /** the declared body length, -1 when none */
   contentLength: number;
   chunked: boolean;
@@ -43,7 +56,7 @@ export interface ResponseSink {
   onError(why: string, beforeHead: boolean): void;
 }
 
-const enum State { Idle, Head, Length, ChunkSize, ChunkData, ChunkCr, ChunkLf, Trailers, UntilClose, Done, Failed }
+const enum State { Idle, Head, Length, ChunkSize, ChunkExt, ChunkSizeLf, ChunkData, ChunkCr, ChunkLf, TrailerStart, TrailerLf, Trailers, UntilClose, Done, Failed }
 
 export class ResponseReader {
   private state = State.Idle;
@@ -52,6 +65,10 @@ export class ResponseReader {
   /** bytes of an incomplete head or line, copied (the read buffer is reused) */
   private partial: Buffer | null = null;
   private trailerBytes = 0;
+  /** the chunk size being read, its digits, and the extension's length */
+  private size = 0;
+  private digits = 0;
+  private extension = 0;
   /** bytes of this response seen so far (0: the target has said nothing yet) */
   received = 0;
 
@@ -102,7 +119,33 @@ export class ResponseReader {
           if (this.remaining === 0 && this.state === State.Length) this.complete(rest(buf, pos));
           break;
         }
-        case State.ChunkSize: pos = this.readLine(buf, pos, (line) => this.chunkSize(line)); break;
+        case State.ChunkSize: {
+          // hex digits, then an optional extension (ignored), then CRLF
+          const c = buf[pos++];
+          const v = HEX[c];
+          if (v >= 0) {
+            if (++this.digits > MAX_HEX_DIGITS) return void this.fail('chunk size too large');
+            this.size = this.size * 16 + v;
+          } else if (this.digits === 0) return void this.fail('malformed chunk size');
+          else if (c === 13) this.state = State.ChunkSizeLf;
+          else if (c === 59 || c === 32 || c === 9) this.state = State.ChunkExt;
+          else return void this.fail('malformed chunk size');
+          break;
+        }
+        case State.ChunkExt: {
+          const c = buf[pos++];
+          if (c === 13) this.state = State.ChunkSizeLf;
+          else if ((c < 32 && c !== 9) || c === 127 || ++this.extension > MAX_LINE) return void this.fail('malformed chunk extension');
+          break;
+        }
+        case State.ChunkSizeLf:
+          if (buf[pos++] !== 10) return void this.fail('chunk size not followed by CRLF');
+          if (this.size === 0) this.state = State.TrailerStart;
+          else {
+            this.state = State.ChunkData;
+            this.remaining = this.size;
+          }
+          break;
         case State.ChunkData: {
           const n = Math.min(this.remaining, buf.length - pos);
           this.remaining -= n;
@@ -118,7 +161,18 @@ export class ResponseReader {
           break;
         case State.ChunkLf:
           if (buf[pos++] !== 10) return void this.fail('chunk data not followed by CRLF');
-          this.state = State.ChunkSize;
+          this.nextChunk();
+          break;
+        case State.TrailerStart:
+          // usually the blank line at once; trailer fields are read line by line
+          if (buf[pos] === 13) {
+            pos++;
+            this.state = State.TrailerLf;
+          } else this.state = State.Trailers;
+          break;
+        case State.TrailerLf:
+          if (buf[pos++] !== 10) return void this.fail('malformed trailer section');
+          this.complete(rest(buf, pos));
           break;
         case State.Trailers: {
           const start = pos;
@@ -182,33 +236,42 @@ export class ResponseReader {
   }
 
   private head(text: string, buf: Buffer, next: number): void {
-    const lines = text.split('\r\n');
-    const first = lines[0];
-    const minor = first.startsWith('HTTP/1.1 ') ? 1 : first.startsWith('HTTP/1.0 ') ? 0 : -1;
-    const code = first.length >= 12 ? Number(first.slice(9, 12)) : NaN;
-    if (minor < 0 || !(code >= 100 && code <= 599) || !/^[0-9]{3}$/.test(first.slice(9, 12)) || (first.length > 12 && first[12] !== ' ') || BAD_VALUE.test(first)) {
-      return this.fail('malformed status line');
-    }
+    if (BAD_HEAD.test(text)) return this.fail('control character or bare CR/LF in the response head');
+    let eol = text.indexOf('\r\n');
+    if (eol < 0) eol = text.length;
+    // HTTP/1.x SP 3DIGIT [SP reason]
+    const minor = text.charCodeAt(7) - 48;
+    const d0 = text.charCodeAt(9) - 48;
+    const d1 = text.charCodeAt(10) - 48;
+    const d2 = text.charCodeAt(11) - 48;
+    if (
+      !text.startsWith('HTTP/1.') || (minor !== 0 && minor !== 1) || text.charCodeAt(8) !== 32 || eol < 12 || (eol > 12 && text.charCodeAt(12) !== 32) ||
+      !(d0 >= 1 && d0 <= 5) || !(d1 >= 0 && d1 <= 9) || !(d2 >= 0 && d2 <= 9)
+    ) return this.fail('malformed status line');
+    const code = d0 * 100 + d1 * 10 + d2;
+    const statusEnd = eol;
     if (code < 200 && code !== 101) return; // 100 Continue, 102, 103 Early Hints: the final head follows
     const headers: string[] = [];
     let contentLength = -1;
     let chunked = false;
-    let te = false;
     let close = minor === 0;
+    let connection = '';
     let keepAliveTimeout = 0;
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i];
-      const colon = line.indexOf(':');
-      if (colon <= 0) return this.fail('malformed header line');
-      const name = line.slice(0, colon);
-      if (!TOKEN.test(name)) return this.fail('malformed header name');
+    let pos = eol + 2;
+    while (pos < text.length) {
+      eol = text.indexOf('\r\n', pos);
+      if (eol < 0) eol = text.length;
+      const colon = text.indexOf(':', pos);
+      if (colon <= pos || colon > eol) return this.fail('malformed header line');
+      const name = text.slice(pos, colon);
+      if (!TOKEN.test(name)) return this.fail('malformed header name'); // also refuses obs-fold (a leading space)
       let a = colon + 1;
-      let b = line.length;
-      while (a < b && (line.charCodeAt(a) === 32 || line.charCodeAt(a) === 9)) a++;
-      while (b > a && (line.charCodeAt(b - 1) === 32 || line.charCodeAt(b - 1) === 9)) b--;
-      const value = line.slice(a, b);
-      if (BAD_VALUE.test(value)) return this.fail('control character in a header value');
+      let b = eol;
+      while (a < b && (text.charCodeAt(a) === 32 || text.charCodeAt(a) === 9)) a++;
+      while (b > a && (text.charCodeAt(b - 1) === 32 || text.charCodeAt(b - 1) === 9)) b--;
+      const value = text.slice(a, b);
       headers.push(name, value);
+      pos = eol + 2;
       const n = name.length;
       if (n !== 10 && n !== 14 && n !== 17) continue;
       const lower = name.toLowerCase();
@@ -218,13 +281,19 @@ export class ResponseReader {
         if (contentLength >= 0 && contentLength !== length) return this.fail('conflicting Content-Length headers');
         contentLength = length;
       } else if (lower === 'transfer-encoding') {
-        if (te || value.toLowerCase() !== 'chunked') return this.fail('unsupported Transfer-Encoding');
-        te = chunked = true;
+        if (chunked || value.toLowerCase() !== 'chunked') return this.fail('unsupported Transfer-Encoding');
+        chunked = true;
       } else if (lower === 'connection') {
-        for (const token of value.toLowerCase().split(',')) {
-          const t = token.trim();
-          if (t === 'close') close = true;
-          else if (t === 'keep-alive' && minor === 0) close = false;
+        connection = connection ? `${connection}, ${value}` : value;
+        const v = value.toLowerCase();
+        if (v === 'keep-alive') close = minor === 0 ? false : close;
+        else if (v === 'close') close = true;
+        else {
+          for (const token of v.split(',')) {
+            const t = token.trim();
+            if (t === 'close') close = true;
+            else if (t === 'keep-alive' && minor === 0) close = false;
+          }
         }
       } else if (lower === 'keep-alive') {
         const m = /(?:^|[,;\s])timeout\s*=\s*"?(\d+)/i.exec(value);
@@ -235,12 +304,13 @@ export class ResponseReader {
     const bodiless = this.noBody || code === 204 || code === 304 || code === 101;
     const untilClose = !bodiless && !chunked && contentLength < 0;
     this.sink.onHead({
-      status: code, statusText: first.length > 13 ? first.slice(9) : `${code} `, headers, contentLength,
+      status: code, statusText: statusEnd > 13 ? text.slice(9, statusEnd) : `${code} `,
+      headers, connection, latin1: NOT_ASCII.test(text), contentLength,
       chunked: chunked && !bodiless, keepAlive: !close && !untilClose && code !== 101, keepAliveTimeout,
     });
     if (this.state !== State.Head) return; // the sink gave up on this response
     if (bodiless || (!chunked && contentLength === 0)) return this.complete(rest(buf, next));
-    if (chunked) this.state = State.ChunkSize;
+    if (chunked) this.nextChunk();
     else if (contentLength > 0) {
       this.state = State.Length;
       this.remaining = contentLength;
@@ -273,15 +343,11 @@ export class ResponseReader {
     return lf + 1;
   }
 
-  private chunkSize(line: string): void {
-    const m = CHUNK_SIZE.exec(line);
-    if (!m) return this.fail('malformed chunk size');
-    const size = parseInt(m[1], 16);
-    if (size === 0) this.state = State.Trailers;
-    else {
-      this.state = State.ChunkData;
-      this.remaining = size;
-    }
+  private nextChunk(): void {
+    this.state = State.ChunkSize;
+    this.size = 0;
+    this.digits = 0;
+    this.extension = 0;
   }
 
   /** Trailer fields are checked and dropped (the client's side has no way to send them); a blank line ends them. */

@@ -74,7 +74,7 @@ function upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_so
   const query = req.getQuery();
   const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
   const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), true);
-  const browser = req.getHeader('accept').includes('text/html');
+  const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return void answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
   const key = randomBytes(16).toString('base64');
@@ -172,7 +172,7 @@ class Handshake implements ResponseSink {
   /** The target refused the upgrade (e.g. 403 from its own authorization): the client gets that answer. */
   private relayRefusal(head: ResponseHead): void {
     this.socket!.destroy();
-    const headers = clientResponseHead(head.headers).headers;
+    const headers = clientResponseHead(head.headers, head.connection);
     const body = Buffer.concat(this.body).subarray(0, Handshake.REFUSAL_LIMIT);
     this.res.cork(() => {
       this.res.writeStatus(head.statusText);
