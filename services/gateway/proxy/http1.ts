@@ -218,7 +218,12 @@ export class ResponseReader {
     }
     const end = data.indexOf(CRLFCRLF, from);
     if (end < 0) {
-      if (data.length - start > MAX_HEAD) {
+      // a head with bare LFs would never end for this reader: refused now, not after the idle timeout
+      let s0 = held ? held : start; // only the new bytes (a CR at their end may yet be followed by its LF)
+      if (data[s0] === 10 && s0 > start && data[s0 - 1] === 13) s0++;
+      if (BAD_HEAD.test(data.toString('latin1', s0).replace(/\r$/, ''))) {
+        this.fail('control character or bare CR/LF in the response head');
+      } else if (data.length - start > MAX_HEAD) {
         this.fail('response head too large');
       } else {
         this.partial = Buffer.from(data.subarray(start)); // a copy: the read buffer is reused
