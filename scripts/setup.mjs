@@ -45,20 +45,33 @@ function usesExternalNats() {
   }
 }
 
+/** apt-get install, with one `apt-get update` when the package is not found; false when it failed. */
+function aptInstall(pkg) {
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', pkg], { ...quiet, env });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update'], { ...quiet, env });
+    r = spawnSync('apt-get', ['install', '-y', pkg], { ...quiet, env });
+  }
+  return r.status === 0;
+}
+
+const canApt = () => process.getuid?.() === 0 && existsSync('/usr/bin/apt-get');
+
 function installNatsServer() {
   if (findOnPath('nats-server', ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin'])) return;
   if (usesExternalNats() && !process.argv.includes('--for-tests')) return;
-  const isRoot = process.getuid?.() === 0;
-  const hasApt = existsSync('/usr/bin/apt-get');
-  if (!isRoot || !hasApt) fail('nats-server is not installed: run `sudo apt-get install -y nats-server`, or set HUB_NATS_URL to an existing NATS');
+  if (!canApt()) fail('nats-server is not installed: run `sudo apt-get install -y nats-server`, or set HUB_NATS_URL to an existing NATS');
   console.error('hub setup: installing nats-server (apt-get)');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  let r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
-  if (r.status !== 0) {
-    spawnSync('apt-get', ['update'], { ...quiet, env });
-    r = spawnSync('apt-get', ['install', '-y', 'nats-server'], { ...quiet, env });
-  }
-  if (r.status !== 0) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
+  if (!aptInstall('nats-server')) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
+}
+
+/** The proxy tests also run against a real Jupyter notebook server (notebook 6, Debian's python3-notebook). */
+function installNotebook() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/lib/python3/dist-packages/notebook/__init__.py')) return;
+  if (!canApt()) fail('python3-notebook is not installed (the proxy tests need it): run `sudo apt-get install -y python3-notebook`');
+  console.error('hub setup: installing python3-notebook (apt-get)');
+  if (!aptInstall('python3-notebook')) fail('`apt-get install -y python3-notebook` failed: install it by hand');
 }
 
 function newestMtime(dir) {
@@ -93,4 +106,5 @@ function build() {
 
 installNpmPackages();
 installNatsServer();
+installNotebook();
 build();
