@@ -19,6 +19,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
 const WS_CONNECTIONS = 32;
+/** Each proxy is warmed up (JIT, pools, buffers) before each measured run, the same for all of them. */
+const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
 const PATH = '/services/bench/hello';
 const log = (line: string): void => console.log(`proxy: ${line}`);
 const problems: string[] = [];
@@ -169,6 +171,7 @@ async function measureHttp(label: string, base: string, options = WRK, pids?: ()
   const check = await fetch(base + PATH);
   const text = await check.text();
   if (check.status !== 200 || text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${text.slice(0, 200)}`);
+  await wrk(base + PATH, { ...options, seconds: WARMUP_SECONDS });
   const cpu0 = pids ? cpuMs(pids()) : 0;
   const r: HttpResult = await wrk(base + PATH, options);
   if (pids && r.requests) r.cpuUs = ((cpuMs(pids()) - cpu0) * 1000) / r.requests;
@@ -184,14 +187,24 @@ async function measureHttp(label: string, base: string, options = WRK, pids?: ()
 const fmt = (r: HttpResult): string =>
   `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(3).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms${r.cpuUs === undefined ? '' : `  proxy CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/req`}`;
 
-/** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS; round trips per second. */
-async function measureWs(label: string, url: string): Promise<number> {
+/** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS (after a warm-up); round trips per second. */
+async function measureWs(label: string, url: string, pids?: () => number[]): Promise<number> {
+  await echoes(url, WARMUP_SECONDS);
+  const cpu0 = pids ? cpuMs(pids()) : 0;
+  const trips = await echoes(url, SECONDS);
+  const cpu = pids && trips ? `  proxy CPU ${(((cpuMs(pids()) - cpu0) * 1000) / trips).toFixed(0).padStart(4)} µs/round trip` : '';
+  const perSecond = trips / SECONDS;
+  log(`${label.padEnd(24)} ${perSecond.toFixed(0).padStart(7)} WebSocket echo round trips/s (${WS_CONNECTIONS} connections)${cpu}`);
+  return perSecond;
+}
+
+async function echoes(url: string, seconds: number): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
     const ws = new WebSocket(url);
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   })));
-  const deadline = Date.now() + SECONDS * 1000;
+  const deadline = Date.now() + seconds * 1000;
   let trips = 0;
   await Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
     const payload = 'x'.repeat(64);
@@ -203,9 +216,7 @@ async function measureWs(label: string, url: string): Promise<number> {
     ws.send(payload);
   })));
   for (const ws of clients) ws.close();
-  const perSecond = trips / SECONDS;
-  log(`${label.padEnd(24)} ${perSecond.toFixed(0).padStart(7)} WebSocket echo round trips/s (${WS_CONNECTIONS} connections)`);
-  return perSecond;
+  return trips;
 }
 
 /** wrk against the gateway until `total` requests were proxied; RSS before (after a warm-up) and after. */
@@ -276,7 +287,7 @@ export async function proxy(): Promise<void> {
     const idle: Partial<Record<Who, HttpResult>> = {};
     for (const k of order) idle[k] = await attempt(`${k}, 1 connection`, () => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]));
     const ws: Partial<Record<Who, number>> = {};
-    for (const k of order) ws[k] = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`));
+    for (const k of order) ws[k] = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]));
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
     console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET)`);

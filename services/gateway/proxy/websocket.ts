@@ -271,19 +271,12 @@ function toTarget(ws: uWS.WebSocket<Bridge>, opcode: number, message: ArrayBuffe
   const bridge = ws.getUserData();
   if (bridge.closing || bridge.socket.destroyed) return;
   if (opcode === OP.text || opcode === OP.binary) opts.touch(bridge.entry);
-  corkUntilNextTick(bridge.socket);
+  // written at once: uWS.js runs nextTick callbacks after each message callback, so corking until then batches nothing
   bridge.socket.write(encodeFrame(opcode, new Uint8Array(message)));
   if (bridge.socket.writableLength > TARGET_QUEUE_LIMIT) {
     opts.log.warn({ event: 'proxy.ws.target_slow', routespec: bridge.entry.route.routespec }, 'target is not reading: client closed');
     ws.end(1013, 'target is not keeping up');
   }
-}
-
-/** uWS hands over every message of one read in a row: they reach the target in one write. */
-function corkUntilNextTick(socket: Socket): void {
-  if (socket.writableCorked) return;
-  socket.cork();
-  process.nextTick(() => socket.uncork());
 }
 
 /** The client closed (or was closed): the target gets the same close code, then its socket ends. */
