@@ -184,11 +184,10 @@ export class UpstreamPool {
   }
 
   private connect(entry: RouteEntry, target: Target, pooled: boolean): Upstream {
-    const socket = openSocket(entry, pooled ? (n) => void conn.data(readBuffer.subarray(0, n)) : undefined);
+    const socket = openSocket(entry, (buf) => conn.data(buf));
     const conn = new Upstream(socket, this, target, pooled);
     target.open++;
     this.total++;
-    if (entry.protocol === 'https:' || !pooled) socket.on('data', (d: Buffer) => conn.data(d));
     socket.once(entry.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
       conn.connecting = false;
       conn.lastIO = this.now;
@@ -253,15 +252,17 @@ export class UpstreamPool {
 }
 
 /**
- * A new connection to a target, Nagle off. With `onread` (plain TCP only) reads land in the shared
- * buffer and go to it; otherwise they arrive as 'data' events of their own.
+ * A new connection to a target, Nagle off, whose reads go to `onData`: for plain TCP a view of the shared
+ * read buffer (valid until onData returns: keep nothing of it without copying); for TLS a buffer of its own.
  */
-export function openSocket(entry: RouteEntry, onread?: (n: number) => void): net.Socket {
+export function openSocket(entry: RouteEntry, onData: (buf: Buffer) => void): net.Socket {
   const options = { host: entry.hostname, port: entry.port, noDelay: true };
   if (entry.protocol === 'https:') {
-    return tls.connect({ ...options, servername: net.isIP(entry.hostname) ? undefined : entry.hostname, ALPNProtocols: ['http/1.1'] });
+    const socket = tls.connect({ ...options, servername: net.isIP(entry.hostname) ? undefined : entry.hostname, ALPNProtocols: ['http/1.1'] });
+    socket.on('data', onData);
+    return socket;
   }
-  return onread ? net.connect({ ...options, onread: { buffer: readBuffer, callback: (n: number) => { onread(n); return true; } } }) : net.connect(options);
+  return net.connect({ ...options, onread: { buffer: readBuffer, callback: (n: number) => { onData(readBuffer.subarray(0, n)); return true; } } });
 }
 
 const keyOf = (entry: RouteEntry): string => `${entry.protocol}//${entry.hostname}:${entry.port}`;

@@ -28,6 +28,8 @@ const CLOSE_GRACE_MS = 5000;
 export interface Bridge {
   entry: RouteEntry;
   socket: Socket;
+  /** where the target's bytes go (views of a shared read buffer: copied if kept) */
+  input: { data(buf: Buffer): void };
   /** bytes the target sent after its 101, before the client's socket opened */
   head: Buffer;
   /** the client's side may still be written to (false once uWS called close, or we ended it) */
@@ -96,8 +98,9 @@ class Handshake implements ResponseSink {
   private bodySize = 0;
   private settled = false;
   private timer: NodeJS.Timeout | undefined;
+  /** the target's bytes: to the response reader until the 101, to the bridge after it */
+  private readonly input = { data: (d: Buffer) => this.reader.push(d) };
   private readonly listeners = {
-    data: (d: Buffer) => this.reader.push(d),
     end: () => this.onEnd(),
     error: (e: NodeJS.ErrnoException) => this.unreachable(e.code),
     close: () => this.unreachable('ECONNRESET'),
@@ -120,7 +123,7 @@ class Handshake implements ResponseSink {
   }
 
   start(requestHead: string): void {
-    const socket = (this.socket = openSocket(this.entry));
+    const socket = (this.socket = openSocket(this.entry, (d) => this.input.data(d)));
     for (const [event, f] of Object.entries(this.listeners)) socket.on(event, f);
     this.timer = setTimeout(() => this.unreachable('HUB_HANDSHAKE_TIMEOUT'), this.opts.connectTimeoutMs);
     this.reader.start('GET');
@@ -147,7 +150,7 @@ class Handshake implements ResponseSink {
   }
 
   onBody(chunk: Buffer): void {
-    if (this.bodySize < Handshake.REFUSAL_LIMIT) this.body.push(chunk);
+    if (this.bodySize < Handshake.REFUSAL_LIMIT) this.body.push(Buffer.from(chunk)); // a copy: the read buffer is reused
     this.bodySize += chunk.length;
   }
 
@@ -164,7 +167,9 @@ class Handshake implements ResponseSink {
     socket.pause(); // until the client's side is open
     socket.setTimeout(0);
     this.opts.touch(this.entry);
-    const bridge: Bridge = { entry: this.entry, socket, head: rest ?? Buffer.alloc(0), clientOpen: true, closing: false };
+    // bytes after the 101 are copied: the read buffer is reused
+    const bridge: Bridge = { entry: this.entry, socket, input: this.input, head: rest ? Buffer.from(rest) : Buffer.alloc(0), clientOpen: true, closing: false };
+    this.input.data = () => undefined; // paused until the client's side is open
     const protocol = headerOf(head, 'sec-websocket-protocol') ?? '';
     this.res.cork(() => this.res.upgrade(bridge, this.clientKey, protocol, '', this.context));
   }
@@ -241,10 +246,13 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
       }
     },
   });
-  socket.on('data', (d: Buffer) => {
+  let read: Buffer = Buffer.alloc(0);
+  const pushRead = () => reader.push(read);
+  bridge.input.data = (d: Buffer) => {
     try {
-      // every message in this chunk goes to the client in one write
-      if (bridge.clientOpen) ws.cork(() => reader.push(d));
+      // every message in this read goes to the client in one write
+      read = d;
+      if (bridge.clientOpen) ws.cork(pushRead);
       else reader.push(d);
     } catch (err) {
       // one broken connection must not take the gateway down
@@ -255,7 +263,7 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
         ws.end(1011, 'proxy error');
       }
     }
-  });
+  };
   socket.on('error', () => undefined); // followed by close
   socket.on('close', () => {
     if (!bridge.clientOpen) return;
