@@ -49,6 +49,7 @@ export const CATALOGUE = {
   HUB_ERR_RATE_LIMITED: { status: 429, grpc: GRPC.RESOURCE_EXHAUSTED, message: 'Too many requests' },
   HUB_ERR_INTERNAL: { status: 500, grpc: GRPC.INTERNAL, message: 'Internal error' },
   HUB_ERR_SPAWN_FAILED: { status: 500, grpc: GRPC.INTERNAL, message: 'Spawn failed' },
+  HUB_ERR_PROXY_BAD_RESPONSE: { status: 502, grpc: GRPC.UNAVAILABLE, message: 'The server sent an invalid response' },
   HUB_ERR_ACTOR_UNAVAILABLE: { status: 503, grpc: GRPC.UNAVAILABLE, message: 'Not available, try again shortly' },
   HUB_ERR_ACTOR_TIMEOUT: { status: 504, grpc: GRPC.DEADLINE_EXCEEDED, message: 'Did not answer in time' },
   // RFC 6749 §5.2 errors of the token endpoint: the code names the OAuth error
@@ -101,6 +102,8 @@ export const errors = {
   spawnFailed: (message: string) => new HubError('HUB_ERR_SPAWN_FAILED', message),
   unavailable: (what: string, cause?: unknown) =>
     new HubError('HUB_ERR_ACTOR_UNAVAILABLE', `${what} is not available, try again shortly`, { cause }),
+  /** a proxied target answered with something that is not an acceptable HTTP response */
+  badGateway: (what: string, cause?: unknown) => new HubError('HUB_ERR_PROXY_BAD_RESPONSE', `${what} sent an invalid response`, { cause }),
   timeout: (what: string, cause?: unknown) => new HubError('HUB_ERR_ACTOR_TIMEOUT', `${what} did not answer in time`, { cause }),
   /** An OAuth 2 error (RFC 6749 §5.2): the code is `HUB_ERR_OAUTH_<ERROR>`, so the token endpoint can name it again. */
   oauth: (error: OAuthErrorName, message: string) => new HubError(`HUB_ERR_OAUTH_${error.toUpperCase()}` as ErrorCode, message),

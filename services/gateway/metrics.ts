@@ -34,12 +34,11 @@ export const bytesToClient = proxyBytes.child('to_client');
 export const webSockets = new HotGauge('hub_websocket_connections', 'WebSocket connections relayed right now').child();
 
 /** Upstream connections of the proxy's keep-alive pools, counted when scraped. */
-export function upstreamConnectionsGauge(agents: () => { http: import('node:http').Agent; https: import('node:http').Agent }): void {
-  const count = (sockets: NodeJS.ReadOnlyDict<unknown[]>) => Object.values(sockets).reduce((n, list) => n + (list?.length ?? 0), 0);
+export function upstreamConnectionsGauge(counts: () => { active: number; idle: number }): void {
   gauge('hub_gateway_upstream_connections', 'Connections from the gateway to servers and services, by state (active, idle)', ['state'], (g) => {
-    const a = agents();
-    g.set({ state: 'active' }, count(a.http.sockets) + count(a.https.sockets));
-    g.set({ state: 'idle' }, count(a.http.freeSockets) + count(a.https.freeSockets));
+    const c = counts();
+    g.set({ state: 'active' }, c.active);
+    g.set({ state: 'idle' }, c.idle);
   });
 }
 

@@ -1,11 +1,13 @@
-// Proxy benchmark: a small GET through our gateway to a backend, against the same backend directly and
-// through configurable-http-proxy (Debian's package) in the same run, with wrk (32 connections); then
-// WebSocket echo round trips per second the same three ways; then the gateway's RSS before and after
-// 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the
-// size of the memory run (default 1,000,000).
+// Proxy benchmark: a small GET through our gateway to a backend, against the same backend directly,
+// through nginx (Debian's, one worker, keep-alive upstream) and through configurable-http-proxy
+// (Debian's) in the same run, with wrk (32 connections, then 1); the CPU each proxy spent per request;
+// then WebSocket echo round trips per second the same four ways; then the gateway's RSS before and
+// after 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS
+// the size of the memory run (default 1,000,000).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import WebSocket from 'ws';
@@ -17,18 +19,45 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
 const WS_CONNECTIONS = 32;
+/** Each proxy is warmed up (JIT, pools, buffers) before each measured run, the same for all of them. */
+const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
 const PATH = '/services/bench/hello';
 const log = (line: string): void => console.log(`proxy: ${line}`);
 const problems: string[] = [];
 
 // ---- tools ----
 
-
+const NGINX = '/usr/sbin/nginx';
 
 function ensureTools(): void {
-  for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'configurable-http-proxy']]) {
+  for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'node-configurable-http-proxy'], ['nginx', 'nginx']]) {
     if (!onPath(bin)) aptInstall(pkg, log);
     if (!onPath(bin)) throw new Error(`${bin} is missing: install it with \`apt-get install -y ${pkg}\``);
+  }
+}
+
+/** CPU time (user + system) of these processes so far, in ms. */
+function cpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
+    } catch {
+      // gone
+    }
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+/** A process and its children (nginx's workers). */
+function withChildren(pid: number | null | undefined): number[] {
+  if (!pid) return [];
+  try {
+    return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
+  } catch {
+    return [pid];
   }
 }
 
@@ -81,13 +110,71 @@ async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url:
   return { proc, url: `http://127.0.0.1:${port}` };
 }
 
+/**
+ * nginx as a reference proxy: one worker, keep-alive connections to the backend, forwarding headers and
+ * WebSocket upgrades like ours; its config, logs, pid and temp files in a temp dir; in the foreground.
+ */
+async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; url: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-nginx-'));
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
+  const port = await freePort();
+  writeFileSync(join(dir, 'nginx.conf'), `
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
+  map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Host $http_host;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $http_host;
+      proxy_read_timeout 300s;
+    }
+  }
+}
+`);
+  const proc = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d) => { err += d; });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor('nginx to answer', async () => {
+    if (proc.exitCode !== null) throw new Error(`nginx exited: ${err.slice(0, 500)}`);
+    return (await fetch(url + PATH)).status === 200 ? true : undefined;
+  }, 15_000, 100);
+  return { proc, url, dir };
+}
+
 // ---- measurements ----
 
-async function measureHttp(label: string, base: string, options = WRK): Promise<WrkResult> {
+interface HttpResult extends WrkResult {
+  /** CPU the proxy's processes spent per request, in µs (undefined for the backend alone) */
+  cpuUs?: number;
+}
+
+async function measureHttp(label: string, base: string, options = WRK, pids?: () => number[]): Promise<HttpResult> {
   const check = await fetch(base + PATH);
   const text = await check.text();
   if (check.status !== 200 || text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${text.slice(0, 200)}`);
-  const r = await wrk(base + PATH, options);
+  await wrk(base + PATH, { ...options, seconds: WARMUP_SECONDS });
+  const cpu0 = pids ? cpuMs(pids()) : 0;
+  const r: HttpResult = await wrk(base + PATH, options);
+  if (pids && r.requests) r.cpuUs = ((cpuMs(pids()) - cpu0) * 1000) / r.requests;
   if (failures(r) > 0) {
     const line = `${label}: ${r.non2xx} error responses and ${failures(r) - r.non2xx} socket errors out of ${r.requests}: THESE FIGURES ARE MEANINGLESS`;
     console.log(`!!!!! ${line}`);
@@ -97,16 +184,27 @@ async function measureHttp(label: string, base: string, options = WRK): Promise<
   return r;
 }
 
-const fmt = (r: WrkResult): string => `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms`;
+const fmt = (r: HttpResult): string =>
+  `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(3).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms${r.cpuUs === undefined ? '' : `  proxy CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/req`}`;
 
-/** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS; round trips per second. */
-async function measureWs(label: string, url: string): Promise<number> {
+/** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS (after a warm-up); round trips per second. */
+async function measureWs(label: string, url: string, pids?: () => number[]): Promise<number> {
+  await echoes(url, WARMUP_SECONDS);
+  const cpu0 = pids ? cpuMs(pids()) : 0;
+  const trips = await echoes(url, SECONDS);
+  const cpu = pids && trips ? `  proxy CPU ${(((cpuMs(pids()) - cpu0) * 1000) / trips).toFixed(0).padStart(4)} µs/round trip` : '';
+  const perSecond = trips / SECONDS;
+  log(`${label.padEnd(24)} ${perSecond.toFixed(0).padStart(7)} WebSocket echo round trips/s (${WS_CONNECTIONS} connections)${cpu}`);
+  return perSecond;
+}
+
+async function echoes(url: string, seconds: number): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
     const ws = new WebSocket(url);
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   })));
-  const deadline = Date.now() + SECONDS * 1000;
+  const deadline = Date.now() + seconds * 1000;
   let trips = 0;
   await Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
     const payload = 'x'.repeat(64);
@@ -118,9 +216,7 @@ async function measureWs(label: string, url: string): Promise<number> {
     ws.send(payload);
   })));
   for (const ws of clients) ws.close();
-  const perSecond = trips / SECONDS;
-  log(`${label.padEnd(24)} ${perSecond.toFixed(0).padStart(7)} WebSocket echo round trips/s (${WS_CONNECTIONS} connections)`);
-  return perSecond;
+  return trips;
 }
 
 /** wrk against the gateway until `total` requests were proxied; RSS before (after a warm-up) and after. */
@@ -151,55 +247,57 @@ async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefi
   }
 }
 
+type Who = 'direct' | 'ours' | 'nginx' | 'chp';
+const LABELS: Record<Who, string> = { direct: 'backend directly', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy' };
+const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
+
 export async function proxy(): Promise<void> {
   ensureTools();
   const backend = await startBackend();
   let hub: HubUnderTest | undefined;
   let chp: { proc: ChildProcess; url: string } | undefined;
+  let nginx: { proc: ChildProcess; url: string; dir: string } | undefined;
   const cleanup = async () => {
     chp?.proc.kill('SIGKILL');
+    nginx?.proc.kill('SIGQUIT');
     backend.proc.kill('SIGKILL');
     await hub?.stop();
+    if (nginx) {
+      await sleep(300);
+      for (const pid of withChildren(nginx.proc.pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+      rmSync(nginx.dir, { recursive: true, force: true });
+    }
   };
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().then(() => process.exit(130)));
   try {
     hub = await startHub({ config: { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] } }, healthTimeoutMs: 30_000 });
     await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
     chp = await startChp(backend.port);
-    const direct = `http://127.0.0.1:${backend.port}`;
-    log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
-    const http = {
-      direct: await attempt('direct', () => measureHttp('backend directly', direct)),
-      ours: await attempt('gateway', () => measureHttp('through our gateway', hub!.url)),
-      chp: await attempt('chp', () => measureHttp('through chp', chp!.url)),
+    nginx = await startNginx(backend.port);
+    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, ours: hub.url, nginx: nginx.url, chp: chp.url };
+    const pids: Record<Who, (() => number[]) | undefined> = {
+      direct: undefined, ours: () => withChildren(hub!.children().gateway), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
     };
+    const order: Who[] = ['direct', 'ours', 'nginx', 'chp'];
+    log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
+    const http: Partial<Record<Who, HttpResult>> = {};
+    for (const k of order) http[k] = await attempt(k, () => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]));
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
-    const idle = {
-      direct: await attempt('direct, 1 connection', () => measureHttp('backend directly', direct, one)),
-      ours: await attempt('gateway, 1 connection', () => measureHttp('through our gateway', hub!.url, one)),
-      chp: await attempt('chp, 1 connection', () => measureHttp('through chp', chp!.url, one)),
-    };
-    const ws = {
-      direct: await attempt('ws direct', () => measureWs('backend directly', `ws://127.0.0.1:${backend.port}/services/bench/ws`)),
-      ours: await attempt('ws gateway', () => measureWs('through our gateway', `${hub!.url.replace('http', 'ws')}/services/bench/ws`)),
-      chp: await attempt('ws chp', () => measureWs('through chp', `${chp!.url.replace('http', 'ws')}/services/bench/ws`)),
-    };
+    const idle: Partial<Record<Who, HttpResult>> = {};
+    for (const k of order) idle[k] = await attempt(`${k}, 1 connection`, () => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]));
+    const ws: Partial<Record<Who, number>> = {};
+    for (const k of order) ws[k] = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]));
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
     console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET)`);
-    for (const [k, label] of [['direct', 'backend directly'], ['ours', 'our gateway'], ['chp', 'configurable-http-proxy']] as const) {
-      console.log(`  ${label.padEnd(26)} ${http[k] ? fmt(http[k]!) : 'n/a'}   ws ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s`);
-    }
-    if (http.ours && http.chp) {
-      console.log(`  ours/chp: ${(http.ours.reqPerSec / http.chp.reqPerSec).toFixed(1)}x req/s, p99 ${(http.ours.p99 / http.chp.p99).toFixed(2)}x of chp's`);
-    }
-    if (http.ours && http.direct) console.log(`  added p50 over direct: ${(http.ours.p50 - http.direct.p50).toFixed(2)} ms at 32 connections`);
-    for (const [k, label] of [['direct', 'backend directly'], ['ours', 'our gateway'], ['chp', 'configurable-http-proxy']] as const) {
-      console.log(`  1 connection: ${label.padEnd(26)} ${idle[k] ? fmt(idle[k]!) : 'n/a'}`);
-    }
-    if (idle.ours && idle.direct) console.log(`  added p50 over direct: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms at 1 connection`);
-    if (ws.ours && ws.chp) console.log(`  ws ours/chp: ${(ws.ours / ws.chp).toFixed(1)}x`);
+    for (const k of order) console.log(`  ${LABELS[k].padEnd(26)} ${http[k] ? fmt(http[k]!) : 'n/a'}   ws ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s`);
+    for (const k of order) console.log(`  1 connection: ${LABELS[k].padEnd(26)} ${idle[k] ? fmt(idle[k]!) : 'n/a'}`);
+    const o = http.ours;
+    console.log(`  ours/nginx: ${ratio(o?.reqPerSec, http.nginx?.reqPerSec)} req/s (goal >= 0.8x), p99 ${ratio(o?.p99, http.nginx?.p99)} of nginx's (goal <= 1.5x)`);
+    console.log(`  ours/chp:   ${ratio(o?.reqPerSec, http.chp?.reqPerSec, 1)} req/s (goal >= 5x), p99 ${ratio(o?.p99, http.chp?.p99)} of chp's`);
+    if (idle.ours && idle.direct) console.log(`  added p50 over direct at 1 connection: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms (goal <= 0.1 ms); nginx ${idle.nginx ? (idle.nginx.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms, chp ${idle.chp ? (idle.chp.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);
+    console.log(`  ws ours/chp: ${ratio(ws.ours, ws.chp)} (goal >= 2x); ours/nginx ${ratio(ws.ours, ws.nginx)}`);
     if (memory) {
       console.log(`  gateway RSS: ${memory.before.toFixed(1)} MB after warm-up, ${memory.after.toFixed(1)} MB after ${memory.requests} proxied requests, ${memory.settled.toFixed(1)} MB 3 s later`);
     }

@@ -1,55 +1,30 @@
-// One proxied HTTP exchange: the client's request streamed to the target through a pooled
-// keep-alive connection, and the target's response streamed back, with backpressure both ways
-// (the slower side pauses the faster one, so neither body is ever held whole) and every wait bounded.
-import http from 'node:http';
-import https from 'node:https';
+// One proxied HTTP exchange: the request head written by the gateway itself onto a pooled keep-alive
+// connection (upstream.ts), the client's body streamed after it, and the target's response read by a
+// strict HTTP/1.1 reader (http1.ts) and streamed back, with backpressure both ways (the slower side
+// pauses the faster one, so neither body is ever held whole) and every wait bounded.
+import { bytesToClient, bytesToTarget } from '../metrics.js';
 import type uWS from 'uWebSockets.js';
 import { errors, httpBody, statusLine, type HubError } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
-import { cap } from '../../../shared/log.js';
 import { errorPage } from '../http.js';
-import { bytesToClient, bytesToTarget, proxyInflight, proxyRequests } from '../metrics.js';
-import { clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
+import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
+import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
 import type { RouteEntry } from './table.js';
+import type { Upstream, UpstreamPool, UpstreamUser } from './upstream.js';
 
 export interface ForwardOptions {
-  connectTimeoutMs: number;
-  /** longest silence from the target, before or during its response */
-  idleTimeoutMs: number;
-  /** idle pooled connections close after this (Proxy.keepalive_timeout) */
-  keepAliveTimeoutMs: number;
   log: Logger;
   /** the target could not be reached (refused, reset, timed out): the proxy-router is told */
   onUnreachable(entry: RouteEntry): void;
 }
 
-/** Upstream connections: kept alive and reused, bounded per target and in total. */
-export function createAgents(keepAliveTimeoutMs: number) {
-  const options = {
-    keepAlive: true,
-    maxSockets: 256,
-    maxTotalSockets: 2048,
-    maxFreeSockets: 64,
-    // Idle pooled connections are closed before a target's own keep-alive timeout (node's default is 5 s)
-    // would close them under a request in flight.
-    timeout: keepAliveTimeoutMs,
-    scheduling: 'lifo' as const,
-  };
-  return { http: new http.Agent(options), https: new https.Agent(options) };
-}
+/** Methods a request may be sent again for, when a reused connection turned out closed before any answer. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
-export type Agents = ReturnType<typeof createAgents>;
-
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/** How a forwarded request ended (hub_proxy_requests_total), children made once. */
-const OUTCOME = {
-  completed: proxyRequests.child('completed'), cut: proxyRequests.child('cut'), unreachable: proxyRequests.child('unreachable'),
-  timeout: proxyRequests.child('timeout'), aborted: proxyRequests.child('aborted'), refused: proxyRequests.child('refused'),
-};
+const decoder = new TextDecoder();
 
 export function remoteAddressOf(res: uWS.HttpResponse): string {
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
+  return decoder.decode(res.getRemoteAddressAsText());
 }
 
 /** An error of the gateway's own: a page for browsers, JSON for API clients. */
@@ -61,197 +36,232 @@ export function answerError(res: uWS.HttpResponse, err: HubError, browser: boole
   });
 }
 
+/** `host[:port]` of a target, for a request whose client sent no Host. */
+export const targetHost = (entry: RouteEntry): string =>
+  `${entry.hostname.includes(':') ? `[${entry.hostname}]` : entry.hostname}:${entry.port}`;
+
 /** Starts forwarding; must be called synchronously from the uWS handler (it reads `req`). */
-export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: RouteEntry, path: string, agents: Agents, opts: ForwardOptions): void {
+export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: RouteEntry, path: string, pool: UpstreamPool, opts: ForwardOptions): void {
   const method = req.getCaseSensitiveMethod().toUpperCase();
   const query = req.getQuery();
-  const head = forwardRequestHead(req, remoteAddressOf(res), false);
-  const browser = req.getHeader('accept').includes('text/html');
-  new Exchange(res, entry, method, browser, agents, opts).start(query ? `${path}?${query}` : path, head.headers, head.hasBody);
+  const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
+  const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), false);
+  const browser = head.accept.includes('text/html');
+  const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
+  if (refusal) return answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
+  new Exchange(res, entry, method, browser, pool, opts, `${method} ${target} HTTP/1.1\r\n${head.lines}\r\n`, head.hasBody, head.chunked).start();
 }
 
-class Exchange {
-  private upReq: http.ClientRequest | undefined;
-  private upRes: http.IncomingMessage | undefined;
+class Exchange implements UpstreamUser, ResponseSink {
+  private conn: Upstream | null = null;
+  private readonly reader = new ResponseReader(this);
   private aborted = false;
   /** the client's response is complete (or cut off): no more writes */
   private finished = false;
+  private head: ResponseHead | null = null;
   private headWritten = false;
-  private status = '';
   private headers: string[] = [];
   /** declared length of the target's body: streamed with tryEnd; undefined: chunked with write */
   private total: number | undefined;
-  /** the first chunk of a chunked answer, not written yet (see send) */
-  private held: Buffer | null = null;
-  private firstChunk = true;
+  private noBody = false;
+  /** body bytes read in the current turn, written to the client once the read is consumed */
+  private pending: Buffer[] = [];
+  /** the target's whole response was read */
+  private upstreamDone = false;
   /** a chunk tryEnd could not take whole, and the write offset it started at */
   private stash: Buffer | null = null;
   private stashOffset = 0;
-  private upstreamEnded = false;
+  /** the whole request (head and body) went to the target */
+  private requestSent = false;
+  /** the client's body that came before a connection did */
+  private early: Buffer[] | null = null;
+  private earlyLast = false;
   /** the client's body is paused waiting for the target to drain */
   private clientPaused = false;
+  /** the connection had carried a request before this one */
+  private reused = false;
   private retried = false;
-  private connectTimer: NodeJS.Timeout | undefined;
-  /** counted as ended (in-flight gauge down, outcome counter up) */
-  private counted = false;
+  private watchingWritable = false;
 
   constructor(
     private readonly res: uWS.HttpResponse,
     private readonly entry: RouteEntry,
     private readonly method: string,
     private readonly browser: boolean,
-    private readonly agents: Agents,
+    private readonly pool: UpstreamPool,
     private readonly opts: ForwardOptions,
+    private readonly requestHead: string,
+    private readonly withBody: boolean,
+    private readonly chunked: boolean,
   ) {
     res.onAborted(() => this.clientGone());
-    proxyInflight.inc();
   }
 
-  private count(outcome: keyof typeof OUTCOME): void {
-    if (this.counted) return;
-    this.counted = true;
-    proxyInflight.dec();
-    OUTCOME[outcome].inc();
+  start(): void {
+    if (this.withBody) this.res.onData((chunk, isLast) => this.clientData(chunk, isLast));
+    this.reader.start(this.method);
+    this.pool.acquire(this.entry, this);
   }
 
-  start(path: string, headers: string[], withBody: boolean): void {
-    try {
-      this.upReq = this.request(path, headers);
-    } catch (e) {
-      // node refuses characters a request line or header may not carry
-      this.count('refused');
-      this.answerError(errors.badRequest(`Request not forwardable: ${cap((e as Error).message, 100)}`));
-      return;
+  // ---- the request ----
+
+  attach(conn: Upstream): void {
+    if (this.aborted || this.finished) return conn.release(true);
+    this.conn = conn;
+    this.reused = conn.uses > 0;
+    conn.write(this.requestHead);
+    if (!this.withBody) this.requestSent = true;
+    else if (this.early) {
+      const early = this.early;
+      this.early = null;
+      for (let i = 0; i < early.length; i++) this.writeBody(early[i], this.earlyLast && i === early.length - 1);
+      if (!early.length && this.earlyLast) this.writeBody(Buffer.alloc(0), true);
+      if (this.clientPaused && conn.socket.writableLength === 0) this.resumeClient();
+      else if (this.clientPaused) conn.socket.once('drain', () => this.resumeClient());
     }
-    if (withBody) this.streamBody(this.upReq);
-    else this.upReq.end();
-    if (!withBody && IDEMPOTENT.has(this.method)) this.allowRetry(path, headers);
   }
 
-  private request(path: string, headers: string[]): http.ClientRequest {
-    const { entry, opts } = this;
-    const mod = entry.protocol === 'https:' ? https : http;
-    const upReq = mod.request({
-      host: entry.hostname, port: entry.port, method: this.method, path: entry.basePath + path, headers, setHost: false,
-      agent: entry.protocol === 'https:' ? this.agents.https : this.agents.http,
-    });
-    this.connectTimer = setTimeout(() => upReq.destroy(Object.assign(new Error('connect timeout'), { code: 'HUB_CONNECT_TIMEOUT' })), opts.connectTimeoutMs);
-    upReq.on('socket', (s) => {
-      if (!s.connecting) return clearTimeout(this.connectTimer);
-      s.once('connect', () => clearTimeout(this.connectTimer));
-    });
-    upReq.setTimeout(opts.idleTimeoutMs, () => upReq.destroy(Object.assign(new Error('idle timeout'), { code: 'HUB_IDLE_TIMEOUT' })));
-    // only the current attempt speaks (a retried request is replaced)
-    upReq.on('response', (r) => { if (upReq === this.upReq) this.onResponse(r); });
-    upReq.on('error', (e) => { if (upReq === this.upReq) this.onUpstreamError(e as NodeJS.ErrnoException); });
-    return upReq;
-  }
-
-  /** A pooled connection the target closed just as it was reused fails at once: a bodiless idempotent request is sent again, once. */
-  private allowRetry(path: string, headers: string[]): void {
-    const first = this.upReq!;
-    first.prependOnceListener('error', (e: NodeJS.ErrnoException) => {
-      if (this.retried || this.aborted || this.upRes || !first.reusedSocket || e.code !== 'ECONNRESET') return;
-      this.retried = true;
-      clearTimeout(this.connectTimer);
-      this.upReq = this.request(path, headers);
-      this.upReq.end();
-    });
-  }
-
-  /** The client's body to the target; the client is paused while the target is not taking it. */
-  private streamBody(upReq: http.ClientRequest): void {
-    const { res } = this;
-    res.onData((chunk, isLast) => {
-      if (this.finished || this.aborted || upReq.destroyed) return;
-      bytesToTarget.inc(chunk.byteLength);
-      // uWS reuses the chunk's memory after this callback: copy it
-      if (chunk.byteLength && !upReq.write(Buffer.from(new Uint8Array(chunk))) && !isLast) {
-        res.pause();
+  /** The client's body; uWS reuses the chunk's memory after this callback, so it is copied. */
+  private clientData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.finished || this.aborted || this.upstreamDone) return;
+    const copy = Buffer.from(new Uint8Array(chunk));
+    if (!this.conn) {
+      // no connection yet: kept (bounded: the client is paused until there is one)
+      (this.early ??= []).push(copy);
+      this.earlyLast = isLast;
+      if (!isLast && !this.clientPaused) {
         this.clientPaused = true;
-        upReq.once('drain', () => this.resumeClient());
+        this.res.pause();
       }
-      if (isLast) upReq.end();
-    });
-  }
-
-  private onResponse(upRes: http.IncomingMessage): void {
-    clearTimeout(this.connectTimer);
-    this.upRes = upRes;
-    if (this.aborted) return void upRes.destroy();
-    const head = clientResponseHead(upRes.rawHeaders);
-    this.status = `${upRes.statusCode} ${upRes.statusMessage ?? ''}`.trim();
-    this.headers = head.headers;
-    const code = upRes.statusCode ?? 502;
-    if (this.method === 'HEAD' || code === 204 || code === 304) {
-      upRes.resume();
-      this.finish(() => { this.writeHead(); this.res.endWithoutBody(head.contentLength); });
       return;
     }
-    this.total = head.contentLength;
-    this.res.onWritable((offset) => this.onWritable(offset));
-    upRes.on('data', (chunk: Buffer) => this.send(chunk));
-    upRes.on('end', () => this.onUpstreamEnd());
-    upRes.on('error', () => this.cutOff('response interrupted'));
-    upRes.on('close', () => { if (!upRes.complete) this.cutOff('response interrupted'); });
+    this.writeBody(copy, isLast);
+  }
+
+  private writeBody(data: Buffer, isLast: boolean): void {
+    const conn = this.conn!;
+    bytesToTarget.inc(data.length);
+    let ok = true;
+    if (this.chunked) {
+      conn.socket.cork();
+      if (data.length) {
+        conn.write(`${data.length.toString(16)}\r\n`);
+        conn.write(data);
+        conn.write('\r\n');
+      }
+      if (isLast) conn.write('0\r\n\r\n');
+      conn.socket.uncork();
+      ok = !conn.socket.writableNeedDrain;
+    } else if (data.length) ok = conn.write(data);
+    if (isLast) this.requestSent = true;
+    else if (!ok && !this.clientPaused) {
+      this.clientPaused = true;
+      this.res.pause();
+      conn.socket.once('drain', () => { if (this.conn === conn) this.resumeClient(); });
+    }
+  }
+
+  // ---- the response ----
+
+  onData(buf: Buffer): void {
+    this.reader.push(buf);
+    this.flush();
+  }
+
+  onHead(head: ResponseHead): void {
+    if (head.status === 101) return void this.badResponse('101 Switching Protocols to a request without Upgrade');
+    if (this.aborted || this.finished) return;
+    this.head = head;
+    this.headers = clientResponseHead(head.headers, head.connection);
+    this.noBody = this.method === 'HEAD' || head.status === 204 || head.status === 304;
+    this.total = head.chunked || head.contentLength < 0 ? undefined : head.contentLength;
+    if (head.keepAliveTimeout && this.conn) this.conn.keepAliveMs = Math.min(this.pool.keepAliveMs, head.keepAliveTimeout * 1000 - 1000);
+  }
+
+  onBody(chunk: Buffer): void {
+    this.pending.push(chunk);
+  }
+
+  onComplete(rest: Buffer | null): void {
+    this.upstreamDone = true;
+    const conn = this.conn;
+    this.conn = null;
+    // bytes after the response, or a request body not all sent: the connection's state is unknown
+    conn?.release(this.head!.keepAlive && !rest && this.requestSent && !this.aborted);
+  }
+
+  onError(why: string): void {
+    if (this.head) return this.cutOff(why);
+    this.badResponse(why);
+  }
+
+  /** Writes what the last read produced: the head, body bytes, the end. Runs before the read buffer is reused. */
+  private flush(): void {
+    const pending = this.pending;
+    if (pending.length) this.pending = [];
+    if (this.finished || this.aborted || !this.head) return;
+    if (this.noBody) {
+      if (!this.upstreamDone) return;
+      const length = this.head.contentLength;
+      return this.finish(() => { this.writeHead(); this.res.endWithoutBody(length >= 0 ? length : undefined); });
+    }
+    const data = pending.length === 0 ? null : pending.length === 1 ? pending[0] : Buffer.concat(pending);
+    if (data) bytesToClient.inc(data.length);
+    if (this.total !== undefined) {
+      if (data) return this.writeLength(data);
+      if (this.total === 0 && this.upstreamDone) return this.finish(() => { this.writeHead(); this.res.end(); });
+    } else if (this.upstreamDone) {
+      // a chunked answer read whole in one go leaves as one write with a Content-Length
+      return this.finish(() => { this.writeHead(); this.res.end(data ?? undefined); });
+    } else if (data) {
+      let ok = true;
+      this.res.cork(() => { this.writeHead(); ok = this.res.write(data); });
+      if (!ok) this.backpressure();
+      return;
+    }
+    // the head alone so far (a stream that has not started): the client sees it at once
+    if (!this.headWritten) this.res.cork(() => this.writeHead());
   }
 
   private writeHead(): void {
     if (this.headWritten) return;
     this.headWritten = true;
-    this.res.writeStatus(this.status);
+    this.res.writeStatus(this.head!.statusText);
     const h = this.headers;
-    for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], headerValue(h[i + 1]));
+    if (this.head!.latin1) for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], headerValue(h[i + 1]));
+    else for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], h[i + 1]);
   }
 
-  /** One chunk of the target's body; on backpressure the target is paused until uWS says the client is writable. */
-  private send(chunk: Buffer): void {
-    if (this.finished || this.aborted) return;
-    bytesToClient.inc(chunk.length);
-    if (this.firstChunk && this.total === undefined) {
-      // A small chunked answer usually ends right after its first chunk: held until the next turn of the
-      // loop, it can go out as one write with a Content-Length instead of two writes on chunked framing.
-      this.firstChunk = false;
-      this.held = chunk;
-      setImmediate(() => this.releaseHeld());
-      return;
-    }
-    this.releaseHeld();
-    this.write(chunk);
-  }
-
-  private releaseHeld(): void {
-    const chunk = this.held;
-    if (!chunk || this.finished || this.aborted) return;
-    this.held = null;
-    this.write(chunk);
-  }
-
-  private write(chunk: Buffer): void {
+  private writeLength(data: Buffer): void {
+    const total = this.total!;
     let ok = true;
     this.res.cork(() => {
       this.writeHead();
-      if (this.total === undefined) {
-        ok = this.res.write(chunk);
-        return;
-      }
       const offset = this.res.getWriteOffset();
-      if (offset + chunk.length >= this.total) this.beforeLastWrite();
-      const [sent, done] = this.res.tryEnd(chunk, this.total);
+      if (offset + data.length >= total) this.beforeLastWrite();
+      const [sent, done] = this.res.tryEnd(data, total);
       if (done) this.completed();
       else if (!sent) {
-        this.stash = chunk;
+        this.stash = Buffer.from(data); // a copy: the read buffer is reused
         this.stashOffset = offset;
         ok = false;
       }
     });
-    if (!ok) this.upRes!.pause();
+    if (!ok) this.backpressure();
+  }
+
+  /** The client is not taking the body as fast as the target sends it: the target waits until uWS says it is writable. */
+  private backpressure(): void {
+    this.conn?.socket.pause();
+    if (this.watchingWritable) return;
+    this.watchingWritable = true; // registered only now: most responses never need it
+    this.res.onWritable((offset) => this.onWritable(offset));
   }
 
   private onWritable(offset: number): boolean {
     if (this.finished || this.aborted) return true;
     if (this.total === undefined) {
-      this.upRes!.resume();
+      this.conn?.socket.resume();
       return true;
     }
     if (!this.stash) return true;
@@ -260,23 +270,60 @@ class Exchange {
     if (done) this.completed();
     else if (sent) {
       this.stash = null;
-      if (this.upstreamEnded) this.cutOff('response shorter than declared');
-      else this.upRes!.resume();
+      this.conn?.socket.resume();
     }
     return sent;
   }
 
-  private onUpstreamEnd(): void {
-    this.upstreamEnded = true;
-    if (this.finished || this.aborted) return;
-    if (this.total === undefined) {
-      const last = this.held;
-      this.held = null;
-      return this.finish(() => { this.writeHead(); this.res.end(last ?? undefined); });
+  // ---- endings ----
+
+  /** The target ended its side: the end of a body that runs to it, or a cut-off. */
+  onEnd(): void {
+    this.conn = null;
+    if (this.aborted || this.finished) return;
+    if (this.retryable()) return this.retry();
+    if (this.reader.received === 0) return this.unreachable('ECONNRESET');
+    this.reader.eof();
+    this.flush();
+  }
+
+  onFailure(err: NodeJS.ErrnoException): void {
+    this.conn = null;
+    if (this.aborted || this.finished) return;
+    if (this.head) return this.cutOff(err.code ?? err.message);
+    this.reader.abandon();
+    if (this.retryable()) return this.retry();
+    const routespec = this.entry.route.routespec;
+    if (err.code === 'HUB_IDLE_TIMEOUT') {
+      this.opts.log.warn({ event: 'proxy.target_timeout', routespec }, 'target did not answer in time');
+      return this.answerError(errors.timeout(`The server at ${routespec}`));
     }
-    if (this.total === 0) return this.finish(() => { this.writeHead(); this.res.end(); });
-    // a chunk still waiting for the client finishes the response from onWritable
-    if (!this.stash) this.cutOff('response shorter than declared');
+    this.unreachable(err.code);
+  }
+
+  /** A reused connection the target closed just as it was reused fails before any answer: a bodiless idempotent request is sent again, once. */
+  private retryable(): boolean {
+    return this.reused && !this.retried && this.reader.received === 0 && !this.withBody && IDEMPOTENT.has(this.method);
+  }
+
+  private retry(): void {
+    this.retried = true;
+    this.reused = false;
+    this.reader.start(this.method);
+    this.pool.acquire(this.entry, this, { fresh: true });
+  }
+
+  private unreachable(code: string | undefined): void {
+    this.reader.abandon();
+    this.opts.log.warn({ event: 'proxy.target_unreachable', routespec: this.entry.route.routespec, target: this.entry.route.target, code }, 'target not reachable');
+    this.opts.onUnreachable(this.entry);
+    this.answerError(errors.unavailable(`The server at ${this.entry.route.routespec}`));
+  }
+
+  private badResponse(why: string): void {
+    this.reader.abandon();
+    this.opts.log.warn({ event: 'proxy.bad_response', routespec: this.entry.route.routespec, why }, 'target sent an invalid response');
+    this.answerError(errors.badGateway(`The server at ${this.entry.route.routespec}`));
   }
 
   private finish(write: () => void): void {
@@ -299,34 +346,24 @@ class Exchange {
 
   /** The client has its whole response. A target that answered before reading the whole body gets no more of it. */
   private completed(): void {
-    this.count('completed');
     this.finished = true;
-    if (this.upReq && !this.upReq.writableEnded) this.upReq.destroy();
+    this.early = null;
+    if (this.conn) {
+      this.reader.abandon();
+      this.conn.destroy();
+      this.conn = null;
+    }
   }
 
   /** The target failed mid-response: the client must see a broken response, not a complete-looking one. */
   private cutOff(why: string): void {
     if (this.finished || this.aborted) return;
     this.opts.log.warn({ event: 'proxy.response_cut', routespec: this.entry.route.routespec, why }, 'response from target cut off');
-    this.count('cut');
     this.finished = true;
+    this.reader.abandon();
+    this.conn?.destroy();
+    this.conn = null;
     this.res.close();
-  }
-
-  private onUpstreamError(e: NodeJS.ErrnoException): void {
-    clearTimeout(this.connectTimer);
-    if (this.aborted || this.finished) return;
-    if (this.upRes) return this.cutOff(e.code ?? e.message);
-    const routespec = this.entry.route.routespec;
-    if (e.code === 'HUB_IDLE_TIMEOUT') {
-      this.opts.log.warn({ event: 'proxy.target_timeout', routespec }, 'target did not answer in time');
-      this.count('timeout');
-      return this.answerError(errors.timeout(`The server at ${routespec}`));
-    }
-    this.opts.log.warn({ event: 'proxy.target_unreachable', routespec, target: this.entry.route.target, code: e.code }, 'target not reachable');
-    this.opts.onUnreachable(this.entry);
-    this.count('unreachable');
-    this.answerError(errors.unavailable(`The server at ${routespec}`));
   }
 
   /** An error before any of the target's response was sent. */
@@ -338,9 +375,11 @@ class Exchange {
   }
 
   private clientGone(): void {
-    this.count('aborted');
     this.aborted = true;
-    clearTimeout(this.connectTimer);
-    this.upReq?.destroy();
+    this.reader.abandon();
+    this.early = null;
+    if (this.conn) this.conn.destroy();
+    else if (!this.upstreamDone) this.pool.cancel(this.entry, this);
+    this.conn = null;
   }
 }

@@ -26,58 +26,105 @@ function connectionTokens(value: string): Set<string> | null {
 const appended = (existing: string, value: string, sep: string) => (existing ? `${existing}${sep}${value}` : value);
 
 export interface ForwardRequestHead {
-  /** flat [name, value, name, value, ...], as node:http takes them (repeated headers kept) */
-  headers: string[];
+  /** the header section for the target: `name: value\r\n` lines (repeated headers kept), without the blank line */
+  lines: string;
   hasBody: boolean;
+  /** the client's body is chunked: it goes to the target chunked too */
+  chunked: boolean;
+  /** why the request cannot be written to the target as is (a control character in a header), or null */
+  invalid: string | null;
+  /** the client's Accept header ('' when none): browsers get error pages, API clients JSON */
+  accept: string;
 }
 
-/** The headers to send to the target. Must run before the uWS handler returns (req is stack-allocated). */
-export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, websocket: boolean): ForwardRequestHead {
-  const named = connectionTokens(req.getHeader('connection'));
-  const chunked = req.getHeader('transfer-encoding') !== '';
-  const length = req.getHeader('content-length');
-  const headers: string[] = [];
+/** Request headers that do not go to the target as the client sent them, for HTTP and for WebSocket upgrades. */
+const REQUEST_DROP = new Set([...HOP_BY_HOP, ...REQUEST_OWN]);
+const UPGRADE_DROP = new Set([...REQUEST_DROP, ...WS_HANDSHAKE]);
+/**
+ * Anywhere in the header lines: a control character other than HTAB, or a CR or LF that is not one of
+ * the CRLFs the gateway put there (uWS ends names at ':' or a byte <= 32, so only values need this).
+ */
+// eslint-disable-next-line no-control-regex
+const BAD_LINES = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]|\r(?!\n)|(?<!\r)\n/;
+/** A request target may hold only visible ASCII (the path is normalised, the query passed as sent). */
+export const BAD_TARGET = /[^\u0021-\u007e]/;
+
+/**
+ * The header section to send to the target, written by the gateway itself (values as UTF-8, as uWS
+ * decoded them); Host is the client's (the target's `targetHost` when it sent none). Must run before
+ * the uWS handler returns (req is stack-allocated).
+ */
+export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, targetHost: string, websocket: boolean): ForwardRequestHead {
+  const drop = websocket ? UPGRADE_DROP : REQUEST_DROP;
+  let lines = '';
+  let connection = '';
+  let chunked = false;
+  let length = '';
+  let host = '';
+  let accept = '';
+  let xff = '';
+  let xfp = '';
+  let xfh = '';
+  // one pass over the headers (each getHeader would be a call into uWS of its own)
   req.forEach((k, v) => {
-    if (HOP_BY_HOP.has(k) || REQUEST_OWN.has(k) || named?.has(k) || (websocket && WS_HANDSHAKE.has(k))) return;
-    headers.push(k, v);
+    switch (k) {
+      case 'connection': connection = appended(connection, v, ', '); return;
+      case 'transfer-encoding': chunked = true; return;
+      case 'content-length': length = v; return;
+      case 'x-forwarded-for': xff = appended(xff, v, ', '); return;
+      case 'x-forwarded-proto': xfp = appended(xfp, v, ','); return;
+      case 'x-forwarded-host': xfh = appended(xfh, v, ','); return;
+      case 'host': host = v; break;
+      case 'accept': accept = v; break;
+    }
+    if (!drop.has(k)) lines += `${k}: ${v}\r\n`;
   });
+  // headers the Connection header names stay on the client's hop too (rare: a second pass)
+  const named = connection && !PLAIN_CONNECTION.test(connection) ? connectionTokens(connection) : null;
+  if (named) {
+    lines = '';
+    req.forEach((k, v) => {
+      if (!drop.has(k) && !named.has(k) && k !== 'host' && k !== 'accept') lines += `${k}: ${v}\r\n`;
+    });
+    if (!named.has('host') && host) lines += `host: ${host}\r\n`;
+    if (!named.has('accept') && accept) lines += `accept: ${accept}\r\n`;
+  }
+  let invalid: string | null = BAD_LINES.test(lines) ? 'a header holds a control character' : null;
   // A chunked body is sent on chunked; otherwise the declared length goes along.
-  if (!chunked && length !== '') headers.push('content-length', length);
-  const host = req.getHeader('host');
-  headers.push(
-    'x-forwarded-for', appended(req.getHeader('x-forwarded-for'), remoteAddress, ', '),
-    'x-forwarded-proto', appended(req.getHeader('x-forwarded-proto'), 'http', ','),
-  );
-  if (host) headers.push('x-forwarded-host', appended(req.getHeader('x-forwarded-host'), host, ','));
-  return { headers, hasBody: chunked || (length !== '' && length !== '0') };
-}
-
-export interface ResponseHead {
-  /** flat [name, value, ...] to write */
-  headers: string[];
-  /** the declared body length, when the target declared one */
-  contentLength: number | undefined;
-}
-
-/** The target's response headers as the client should get them (node's rawHeaders keep case and repeats). */
-export function clientResponseHead(rawHeaders: string[]): ResponseHead {
-  let named: Set<string> | null = null;
-  let contentLength: number | undefined;
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const k = rawHeaders[i].toLowerCase();
-    if (k === 'connection') named = connectionTokens(rawHeaders[i + 1]);
-    else if (k === 'content-length') contentLength = Number(rawHeaders[i + 1]);
+  if (chunked) lines += 'transfer-encoding: chunked\r\n';
+  else if (length !== '') {
+    lines += `content-length: ${length}\r\n`;
+    if (!/^[0-9]{1,15}$/.test(length)) invalid ??= 'bad Content-Length';
   }
-  const headers: string[] = [];
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const k = rawHeaders[i].toLowerCase();
-    if (HOP_BY_HOP.has(k) || RESPONSE_OWN.has(k) || named?.has(k)) continue;
-    headers.push(rawHeaders[i], rawHeaders[i + 1]);
-  }
-  return { headers, contentLength: Number.isSafeInteger(contentLength) && contentLength! >= 0 ? contentLength : undefined };
+  lines += `x-forwarded-for: ${appended(xff, remoteAddress, ', ')}\r\nx-forwarded-proto: ${appended(xfp, 'http', ',')}\r\n`;
+  if (host) lines += `x-forwarded-host: ${appended(xfh, host, ',')}\r\n`;
+  else lines += `host: ${targetHost}\r\n`; // HTTP/1.1 needs one; an HTTP/1.0 client may have sent none
+  return { lines, hasBody: chunked || (length !== '' && length !== '0'), chunked, invalid, accept };
 }
 
-/** node:http hands header values as latin1 strings; uWS writes strings as UTF-8. Non-ASCII values go as their bytes. */
+/** Response headers the client does not get: hop-by-hop ones, and those uWS writes itself. */
+const RESPONSE_DROP = new Set([...HOP_BY_HOP, ...RESPONSE_OWN]);
+/** Name lengths among RESPONSE_DROP: other names need no lower-casing to be kept. */
+const DROP_LENGTH = new Uint8Array(64);
+for (const name of RESPONSE_DROP) DROP_LENGTH[name.length] = 1;
+const PLAIN_CONNECTION = /^[ \t]*(?:keep-alive|close)[ \t]*$/i;
+
+/** The target's response headers as the client should get them (flat, case and repeats kept as received). */
+export function clientResponseHead(headers: string[], connection: string): string[] {
+  const named = connection && !PLAIN_CONNECTION.test(connection) ? connectionTokens(connection) : null;
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const k = headers[i];
+    if (named || (k.length < 64 && DROP_LENGTH[k.length])) {
+      const lower = k.toLowerCase();
+      if (RESPONSE_DROP.has(lower) || named?.has(lower)) continue;
+    }
+    out.push(k, headers[i + 1]);
+  }
+  return out;
+}
+
+/** Response header values are read as latin1 strings; uWS writes strings as UTF-8. Non-ASCII values go as their bytes. */
 export function headerValue(v: string): string | Buffer {
   // eslint-disable-next-line no-control-regex
   return /[^\u0000-\u007f]/.test(v) ? Buffer.from(v, 'latin1') : v;

@@ -8,9 +8,10 @@ import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
 import { upstreamConnectionsGauge } from '../metrics.js';
 import type { ActivityRecorder } from './activity.js';
-import { answerError, createAgents, forwardHttp, type ForwardOptions } from './forward.js';
+import { answerError, forwardHttp, type ForwardOptions } from './forward.js';
 import { forwardPath, normalizePath, type NormalPath } from './path.js';
 import type { RouteEntry, RouteTable } from './table.js';
+import { UpstreamPool } from './upstream.js';
 import { webSocketBehavior, type Bridge } from './websocket.js';
 
 /** One unreachable report per route per this long is plenty for the proxy-router. */
@@ -31,8 +32,8 @@ const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
 
 export function createProxy(deps: ProxyDeps) {
   const { routes, activity, log } = deps;
-  const agents = createAgents(deps.keepAliveTimeoutMs);
-  upstreamConnectionsGauge(() => agents);
+  const pool = new UpstreamPool({ connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, keepAliveMs: deps.keepAliveTimeoutMs });
+  upstreamConnectionsGauge(() => pool.counts);
 
   function onUnreachable(entry: RouteEntry): void {
     const now = Date.now();
@@ -41,7 +42,7 @@ export function createProxy(deps: ProxyDeps) {
     deps.nc.publish(subjects.event('route', 'unreachable'), encodeJson({ routespec: entry.route.routespec, target: entry.route.target }));
   }
 
-  const forwardOptions: ForwardOptions = { connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, keepAliveTimeoutMs: deps.keepAliveTimeoutMs, log, onUnreachable };
+  const forwardOptions: ForwardOptions = { log, onUnreachable };
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {
@@ -68,7 +69,7 @@ export function createProxy(deps: ProxyDeps) {
       const entry = routeOf(n);
       if (entry) {
         activity.touch(entry);
-        forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), agents, forwardOptions);
+        forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
         return true;
       }
       if (n.segments[0] === 'user' && n.segments.length > 1 && n.segments[1] !== '') {
@@ -93,8 +94,7 @@ export function createProxy(deps: ProxyDeps) {
     }) satisfies uWS.WebSocketBehavior<Bridge>,
 
     close(): void {
-      agents.http.destroy();
-      agents.https.destroy();
+      pool.destroy();
     },
   };
 }

@@ -14,6 +14,7 @@ export interface NormalPath {
 const PLAIN_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]*$/;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;
+const NOT_VISIBLE_ASCII = /[^\u0021-\u007e]/;
 
 export function encodeSegment(s: string): string {
   if (PLAIN_SEGMENT.test(s)) return s;
@@ -26,10 +27,8 @@ export function normalizePath(raw: string): NormalPath | null {
   if (raw[0] !== '/') return null;
   const parts = raw.split('/');
   parts.shift();
-  // The common case: nothing encoded, no dot segment, no backslash: the path is already canonical.
-  if (!raw.includes('%') && !raw.includes('/.') && !raw.includes('\\')) {
-    return CONTROL.test(raw) ? null : { segments: parts, path: raw };
-  }
+  // The common case: nothing encoded, no dot segment, no backslash, only visible ASCII: the path is already canonical.
+  if (!raw.includes('%') && !raw.includes('/.') && !raw.includes('\\') && !NOT_VISIBLE_ASCII.test(raw)) return { segments: parts, path: raw };
   const out: string[] = [];
   for (let i = 0; i < parts.length; i++) {
     let s: string;

@@ -3,14 +3,14 @@
 // reaches the client as the target's HTTP answer). Then messages, pings, pongs and close codes pass
 // both ways; a slow client pauses the target's socket.
 import { createHash, randomBytes } from 'node:crypto';
-import http from 'node:http';
-import https from 'node:https';
 import type { Socket } from 'node:net';
 import uWS from 'uWebSockets.js';
 import { errors } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
-import { answerError, remoteAddressOf } from './forward.js';
-import { clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
+import { answerError, remoteAddressOf, targetHost } from './forward.js';
+import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
+import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
+import { openSocket } from './upstream.js';
 import type { RouteEntry } from './table.js';
 import { bytesToClient, bytesToTarget, webSockets } from '../metrics.js';
 import { closePayload, encodeFrame, FrameReader, OP } from './ws-frames.js';
@@ -29,6 +29,8 @@ const CLOSE_GRACE_MS = 5000;
 export interface Bridge {
   entry: RouteEntry;
   socket: Socket;
+  /** where the target's bytes go (views of a shared read buffer: copied if kept) */
+  input: { data(buf: Buffer): void };
   /** bytes the target sent after its 101, before the client's socket opened */
   head: Buffer;
   /** the client's side may still be written to (false once uWS called close, or we ended it) */
@@ -79,81 +81,145 @@ function upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_so
   const { entry, path } = found;
   const clientKey = req.getHeader('sec-websocket-key');
   const query = req.getQuery();
-  const head = forwardRequestHead(req, remoteAddressOf(res), true);
-  const browser = req.getHeader('accept').includes('text/html');
-  let aborted = false;
-  let upReq: http.ClientRequest | undefined;
-  res.onAborted(() => {
-    aborted = true;
-    upReq?.destroy();
-  });
-
+  const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
+  const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), true);
+  const browser = head.accept.includes('text/html');
+  const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
+  if (refusal) return void answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
   const key = randomBytes(16).toString('base64');
-  const mod = entry.protocol === 'https:' ? https : http;
-  try {
-    upReq = mod.request({
-      host: entry.hostname, port: entry.port, method: 'GET', path: entry.basePath + (query ? `${path}?${query}` : path), setHost: false,
-      headers: [...head.headers, 'connection', 'Upgrade', 'upgrade', 'websocket', 'sec-websocket-version', '13', 'sec-websocket-key', key],
-      agent: false, // an upgraded connection is never pooled
-    });
-  } catch (e) {
-    return void answerError(res, errors.badRequest(`Request not forwardable: ${(e as Error).message.slice(0, 100)}`), browser);
-  }
-  // The target must accept or refuse within the connect timeout; the first outcome answers the client.
-  const timer = setTimeout(() => upReq!.destroy(new Error('handshake timeout')), opts.connectTimeoutMs);
-  let settled = false;
-  const settle = (): boolean => {
-    if (settled || aborted) return false;
-    settled = true;
-    clearTimeout(timer);
-    return true;
-  };
-  upReq.on('upgrade', (upRes, socket, extra) => {
-    if (!settle()) return void socket.destroy();
-    if (upRes.headers['sec-websocket-accept'] !== createHash('sha1').update(key + WS_GUID).digest('base64')) {
-      socket.destroy();
-      opts.log.warn({ event: 'proxy.ws.bad_handshake', routespec: entry.route.routespec }, 'target answered the upgrade wrongly');
-      return void answerError(res, errors.unavailable(`The server at ${entry.route.routespec}`), browser);
-    }
-    socket.pause(); // until the client's side is open
-    socket.setNoDelay(true);
-    socket.setTimeout(0);
-    opts.touch(entry);
-    const bridge: Bridge = { entry, socket, head: extra, clientOpen: true, closing: false };
-    const protocol = upRes.headers['sec-websocket-protocol'] ?? '';
-    res.cork(() => res.upgrade(bridge, clientKey, protocol, '', context));
-  });
-  // The target refused the upgrade (e.g. 403 from its own authorization): the client gets that answer.
-  upReq.on('response', (upRes) => relayRefusal(res, upRes, settle));
-  upReq.on('error', (e: NodeJS.ErrnoException) => {
-    if (!settle()) return;
-    opts.log.warn({ event: 'proxy.target_unreachable', routespec: entry.route.routespec, code: e.code, websocket: true }, 'target not reachable');
-    opts.onUnreachable(entry);
-    answerError(res, errors.unavailable(`The server at ${entry.route.routespec}`), browser);
-  });
-  upReq.end();
+  const requestHead = `GET ${target} HTTP/1.1\r\n${head.lines}connection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`;
+  new Handshake(res, context, entry, clientKey, key, browser, opts).start(requestHead);
 }
 
-/** The target's non-101 answer, whole (such answers are small: the body is capped). `settle` is false once the client was answered. */
-function relayRefusal(res: uWS.HttpResponse, upRes: http.IncomingMessage, settle: () => boolean): void {
-  const LIMIT = 64 * 1024;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  upRes.on('data', (c: Buffer) => {
-    if (size < LIMIT) chunks.push(c);
-    size += c.length;
-  });
-  upRes.on('end', () => {
-    if (!settle()) return;
-    const head = clientResponseHead(upRes.rawHeaders);
-    const body = Buffer.concat(chunks).subarray(0, LIMIT);
-    res.cork(() => {
-      res.writeStatus(`${upRes.statusCode} ${upRes.statusMessage ?? ''}`.trim());
-      for (let i = 0; i < head.headers.length; i += 2) res.writeHeader(head.headers[i], headerValue(head.headers[i + 1]));
-      res.end(body);
+/**
+ * The gateway's own upgrade request to the target, on a fresh connection that is never pooled. The
+ * target's 101 makes uWS upgrade the client; any other answer (such answers are small: the body is
+ * capped) is relayed to the client as it is. The first outcome answers the client, within the connect timeout.
+ */
+class Handshake implements ResponseSink {
+  private static readonly REFUSAL_LIMIT = 64 * 1024;
+  private readonly reader = new ResponseReader(this);
+  private socket: Socket | undefined;
+  private head: ResponseHead | null = null;
+  private body: Buffer[] = [];
+  private bodySize = 0;
+  private settled = false;
+  private timer: NodeJS.Timeout | undefined;
+  /** the target's bytes: to the response reader until the 101, to the bridge after it */
+  private readonly input = { data: (d: Buffer) => this.reader.push(d) };
+  private readonly listeners = {
+    end: () => this.onEnd(),
+    error: (e: NodeJS.ErrnoException) => this.unreachable(e.code),
+    close: () => this.unreachable('ECONNRESET'),
+  };
+
+  constructor(
+    private readonly res: uWS.HttpResponse,
+    private readonly context: uWS.us_socket_context_t,
+    private readonly entry: RouteEntry,
+    private readonly clientKey: string,
+    private readonly key: string,
+    private readonly browser: boolean,
+    private readonly opts: WebSocketOptions,
+  ) {
+    res.onAborted(() => {
+      this.settled = true;
+      this.done();
+      this.socket?.destroy();
     });
-  });
-  upRes.on('error', () => { if (settle()) res.close(); });
+  }
+
+  start(requestHead: string): void {
+    const socket = (this.socket = openSocket(this.entry, (d) => this.input.data(d)));
+    for (const [event, f] of Object.entries(this.listeners)) socket.on(event, f);
+    this.timer = setTimeout(() => this.unreachable('HUB_HANDSHAKE_TIMEOUT'), this.opts.connectTimeoutMs);
+    this.reader.start('GET');
+    socket.write(requestHead);
+  }
+
+  /** True once: the one outcome that answers the client. */
+  private settle(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.done();
+    return true;
+  }
+
+  private done(): void {
+    clearTimeout(this.timer);
+    this.reader.abandon();
+    if (this.socket) for (const [event, f] of Object.entries(this.listeners)) this.socket.removeListener(event, f);
+    this.socket?.on('error', () => undefined); // late errors of a socket being destroyed or handed over
+  }
+
+  onHead(head: ResponseHead): void {
+    this.head = head;
+  }
+
+  onBody(chunk: Buffer): void {
+    if (this.bodySize < Handshake.REFUSAL_LIMIT) this.body.push(Buffer.from(chunk)); // a copy: the read buffer is reused
+    this.bodySize += chunk.length;
+  }
+
+  onComplete(rest: Buffer | null): void {
+    const head = this.head!;
+    const socket = this.socket!;
+    if (!this.settle()) return void socket.destroy();
+    if (head.status !== 101) return this.relayRefusal(head);
+    if (headerOf(head, 'sec-websocket-accept') !== createHash('sha1').update(this.key + WS_GUID).digest('base64') || headerOf(head, 'upgrade')?.toLowerCase() !== 'websocket') {
+      socket.destroy();
+      this.opts.log.warn({ event: 'proxy.ws.bad_handshake', routespec: this.entry.route.routespec }, 'target answered the upgrade wrongly');
+      return void answerError(this.res, errors.unavailable(`The server at ${this.entry.route.routespec}`), this.browser);
+    }
+    socket.pause(); // until the client's side is open
+    socket.setTimeout(0);
+    this.opts.touch(this.entry);
+    // bytes after the 101 are copied: the read buffer is reused
+    const bridge: Bridge = { entry: this.entry, socket, input: this.input, head: rest ? Buffer.from(rest) : Buffer.alloc(0), clientOpen: true, closing: false };
+    this.input.data = () => undefined; // paused until the client's side is open
+    const protocol = headerOf(head, 'sec-websocket-protocol') ?? '';
+    this.res.cork(() => this.res.upgrade(bridge, this.clientKey, protocol, '', this.context));
+  }
+
+  /** The target refused the upgrade (e.g. 403 from its own authorization): the client gets that answer. */
+  private relayRefusal(head: ResponseHead): void {
+    this.socket!.destroy();
+    const headers = clientResponseHead(head.headers, head.connection);
+    const body = Buffer.concat(this.body).subarray(0, Handshake.REFUSAL_LIMIT);
+    this.res.cork(() => {
+      this.res.writeStatus(head.statusText);
+      for (let i = 0; i < headers.length; i += 2) this.res.writeHeader(headers[i], headerValue(headers[i + 1]));
+      this.res.end(body);
+    });
+  }
+
+  onError(why: string, beforeHead: boolean): void {
+    if (!this.settle()) return;
+    this.socket!.destroy();
+    if (!beforeHead) return void this.res.close(); // a refusal cut off mid-body
+    this.opts.log.warn({ event: 'proxy.bad_response', routespec: this.entry.route.routespec, why, websocket: true }, 'target sent an invalid response');
+    answerError(this.res, errors.badGateway(`The server at ${this.entry.route.routespec}`), this.browser);
+  }
+
+  private onEnd(): void {
+    this.reader.eof(); // completes a refusal whose body runs to the end of the connection
+    this.unreachable('ECONNRESET');
+  }
+
+  private unreachable(code: string | undefined): void {
+    if (!this.settle()) return;
+    this.socket?.destroy();
+    const routespec = this.entry.route.routespec;
+    this.opts.log.warn({ event: 'proxy.target_unreachable', routespec, code, websocket: true }, 'target not reachable');
+    this.opts.onUnreachable(this.entry);
+    answerError(this.res, errors.unavailable(`The server at ${routespec}`), this.browser);
+  }
+}
+
+function headerOf(head: ResponseHead, name: string): string | undefined {
+  const h = head.headers;
+  for (let i = 0; i < h.length; i += 2) if (h[i].length === name.length && h[i].toLowerCase() === name) return h[i + 1];
+  return undefined;
 }
 
 /** The client is connected: target → client from now on. */
@@ -188,10 +254,13 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
       }
     },
   });
-  socket.on('data', (d: Buffer) => {
+  let read: Buffer = Buffer.alloc(0);
+  const pushRead = () => reader.push(read);
+  bridge.input.data = (d: Buffer) => {
     try {
-      // every message in this chunk goes to the client in one write
-      if (bridge.clientOpen) ws.cork(() => reader.push(d));
+      // every message in this read goes to the client in one write
+      read = d;
+      if (bridge.clientOpen) ws.cork(pushRead);
       else reader.push(d);
     } catch (err) {
       // one broken connection must not take the gateway down
@@ -202,7 +271,7 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
         ws.end(1011, 'proxy error');
       }
     }
-  });
+  };
   socket.on('error', () => undefined); // followed by close
   socket.on('close', () => {
     if (!bridge.clientOpen) return;
@@ -219,19 +288,12 @@ function toTarget(ws: uWS.WebSocket<Bridge>, opcode: number, message: ArrayBuffe
   if (bridge.closing || bridge.socket.destroyed) return;
   if (opcode === OP.text || opcode === OP.binary) opts.touch(bridge.entry);
   bytesToTarget.inc(message.byteLength);
-  corkUntilNextTick(bridge.socket);
+  // written at once: uWS.js runs nextTick callbacks after each message callback, so corking until then batches nothing
   bridge.socket.write(encodeFrame(opcode, new Uint8Array(message)));
   if (bridge.socket.writableLength > TARGET_QUEUE_LIMIT) {
     opts.log.warn({ event: 'proxy.ws.target_slow', routespec: bridge.entry.route.routespec }, 'target is not reading: client closed');
     ws.end(1013, 'target is not keeping up');
   }
-}
-
-/** uWS hands over every message of one read in a row: they reach the target in one write. */
-function corkUntilNextTick(socket: Socket): void {
-  if (socket.writableCorked) return;
-  socket.cork();
-  process.nextTick(() => socket.uncork());
 }
 
 /** The client closed (or was closed): the target gets the same close code, then its socket ends. */

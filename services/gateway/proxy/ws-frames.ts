@@ -69,11 +69,15 @@ export class FrameReader {
 
   constructor(private readonly maxMessage: number, private readonly on: FrameHandlers) {}
 
+  /** `data` may be a view of a reused read buffer: whatever stays buffered after this call is copied. */
   push(data: Buffer): void {
     if (this.failed) return;
     this.chunks.push(data);
     this.buffered += data.length;
     while (!this.failed && this.readFrame());
+    // earlier chunks are copies already; only what is left of this one is copied (once)
+    const last = this.chunks.length - 1;
+    if (last >= 0 && this.chunks[last].buffer === data.buffer) this.chunks[last] = Buffer.from(this.chunks[last]);
   }
 
   /** Bytes [0, n) of what is buffered, without consuming them. */
@@ -143,12 +147,12 @@ export class FrameReader {
         if (this.fragments.length) return void this.fail(1002, 'new message inside a fragmented one');
         if (fin) return this.on.message(payload, opcode === OP.binary);
         this.fragmentedBinary = opcode === OP.binary;
-        this.fragments.push(payload);
+        this.fragments.push(Buffer.from(payload));
         this.fragmentsSize = payload.length;
         return;
       case OP.continuation: {
         if (!this.fragments.length) return void this.fail(1002, 'continuation without a message');
-        this.fragments.push(payload);
+        this.fragments.push(Buffer.from(payload));
         this.fragmentsSize += payload.length;
         if (!fin) return;
         const whole = Buffer.concat(this.fragments, this.fragmentsSize);
