@@ -186,7 +186,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string): Promise<void> {
+  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, answered: () => void = () => undefined): Promise<void> {
     const b = backend(r.spawner_class);
     const start = performance.now();
     try {
@@ -211,6 +211,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         timeoutMs: S.start_timeout * 1000, requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal,
         ended: () => endedReason(r),
       });
+      answered();
       await markReady(r, 'ready');
       spawnSucceeded.observe(secondsSince(start));
       log.info({ event: 'server.started', server: label(r), pid: r.pid, by, ms: Math.round(performance.now() - start) }, 'server ready');
@@ -249,11 +250,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     } finally {
       waitingRecords.delete(key);
     }
+    // the slot frees once the server answers: the route confirmation that follows is not a start any more
+    let released = false;
+    const release = () => {
+      if (!released) queue.release();
+      released = true;
+    };
     try {
       if (waited.delete(key)) await progress(r, { progress: 5, message: 'Your turn: starting' });
-      await spawnServer(r, abort, profile, by);
+      await spawnServer(r, abort, profile, by, release);
     } finally {
-      queue.release();
+      release();
     }
   }
 

@@ -48,7 +48,10 @@ test('cli audit: --since takes durations and dates, nothing else', (t) => {
 });
 
 test('cli audit: a readable line shows every field, and no control or bidi character raw', (t) => {
-  const line = readableLine({ who: 'user:alice', what: 'bob\u001b[2J\u202e', outcome: 'ok', admin: true, entity: 'user', verb: 'create', actor: 'auth', at: '2026-11-24T12:00:00.000Z', note: 'two words\nline' });
-  t.is(line, '2026-11-24T12:00:00.000Z  user.create  ok  who=user:alice  what="bob\\u001b[2J\\u202e"  admin=true  actor=auth  note="two words\\nline"');
+  const line = readableLine({
+    v: 1, time: '2026-11-24T12:00:00.000Z', type: 'user.create', who: 'user:alice', what: 'bob\u001b[2J\u202e', outcome: 'ok', actor: 'auth',
+    details: { admin: true, note: 'two words\nline' },
+  });
+  t.is(line, '2026-11-24T12:00:00.000Z  user.create  ok  who=user:alice  what="bob\\u001b[2J\\u202e"  actor=auth  admin=true  note="two words\\nline"');
   t.false(/[\u0000-\u001f\u007f-\u009f\u202e]/.test(line));
 });

@@ -9,7 +9,7 @@ import {
 } from '../../../shared/servers.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
 import type { Identity } from '../caches.js';
-import type { Reply, RequestInfo } from '../http.js';
+import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 
@@ -103,12 +103,12 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
   }
 
   /** Asks the spawner to start, and waits only until the start is recorded (not until the server is ready). */
-  async function start(id: Identity, user: string, name: string, options: string): Promise<void> {
+  async function start(info: RequestInfo, id: Identity, user: string, name: string, options: string): Promise<void> {
     const resource = await resourceOf(user, name);
     if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
-    await refreshBeforeSpawn(deps, id.sessionId, {});
+    await refreshBeforeSpawn(deps, id.sessionId, callOf(info));
     const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}` },
-      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
+      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
     call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record
     await new Promise<void>((resolve, reject) => {
       let over = false;
@@ -126,11 +126,11 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
     });
   }
 
-  async function stop(id: Identity, user: string, name: string, remove: boolean): Promise<void> {
+  async function stop(info: RequestInfo, id: Identity, user: string, name: string, remove: boolean): Promise<void> {
     const resource = await resourceOf(user, name);
     if (!resource || !hasScope(id.scopes, 'delete:servers', resource)) throw errors.notFound(`No such user: ${user}`);
     await spawner.stopServer({ user: resource.user, name, by: `user:${id.owner.name}`, remove },
-      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
   }
 
   /** The pending page: a bar fed by the progress stream (static/spawn.js); failure shows the message and Retry. */
@@ -185,7 +185,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
         const why = invalidServerNameReason(name);
         if (why) throw errors.badRequest(`Invalid server name '${name.slice(0, 60)}': ${why}`);
         if (servers.get(id.owner.name, name)) throw errors.badRequest(`You already have a server named '${name}'`);
-        await start(id, id.owner.name, name, chosenOptions(f));
+        await start(info, id, id.owner.name, name, chosenOptions(f));
         redirect(reply, spawnPendingUrl(id.owner.name, name));
       },
     },
@@ -212,7 +212,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
         if (!id) return;
         const f = form(body);
         checkFormXsrf(info, id, f);
-        await start(id, user, name, chosenOptions(f));
+        await start(info, id, user, name, chosenOptions(f));
         redirect(reply, spawnPendingUrl((await users.get(user))!.name, name));
       },
     },
@@ -239,7 +239,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
         if (!id) return;
         checkFormXsrf(info, id, form(body));
         if (verb === 'delete' && !name) throw errors.badRequest('Only named servers can be deleted');
-        await stop(id, user, name, verb === 'delete');
+        await stop(info, id, user, name, verb === 'delete');
         redirect(reply, '/hub/home');
       },
     })),

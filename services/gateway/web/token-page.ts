@@ -6,7 +6,7 @@ import { errors, HubError } from '../../../shared/errors.js';
 import { parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import { escapeName } from '../../../shared/servers.js';
 import type { Identity } from '../caches.js';
-import type { RequestInfo } from '../http.js';
+import { callOf, type RequestInfo } from '../http.js';
 import type { TokenRecord } from '../api/models.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
@@ -101,7 +101,7 @@ export function tokenPages(deps: PageDeps, kit: PageKit): PageRoute[] {
           token = (await tokens.createToken({
             owner: id.owner, requester: id.owner, note: (f.get('note') ?? '').trim().slice(0, 200) || 'Requested via token page',
             expires_in: Number(expires || 0), has_scopes: scopes.length > 0, scopes, has_roles: false, roles: [], requester_scopes: [...id.scopes],
-          })).token;
+          }, callOf(info))).token;
         } catch (e) {
           if (!(e instanceof HubError) || e.status >= 500) throw e;
           return html(reply, e.status, await render(info, id, null, e.status, e.message, f), [], NO_STORE);
