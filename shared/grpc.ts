@@ -82,8 +82,8 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext 
   const own = call.getDeadline();
   const relative = own instanceof Date ? own.getTime() : Number.isFinite(own) ? Number(own) : Infinity;
   const deadline = Math.min(Number.isFinite(sent) && sent > 0 ? sent : Infinity, relative);
-  const requestId = call.metadata.get(REQUEST_ID_KEY)[0];
-  const request: RequestContext | undefined = typeof requestId === 'string' && requestId
+  const requestId = metadataString(call.metadata, REQUEST_ID_KEY);
+  const request: RequestContext | undefined = requestId
     ? { requestId, who: metadataString(call.metadata, WHO_KEY), client: metadataString(call.metadata, CLIENT_KEY) }
     : undefined;
   return {
@@ -97,7 +97,12 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext 
 
 function metadataString(metadata: grpc.Metadata, key: string): string | undefined {
   const v = metadata.get(key)[0];
-  return typeof v === 'string' && v ? v : undefined;
+  if (typeof v !== 'string' || !v) return undefined;
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return undefined; // not ours: ignored rather than trusted
+  }
 }
 
 const lowerFirst = (s: string) => s[0].toLowerCase() + s.slice(1);
@@ -124,9 +129,10 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
       // the request this call serves: said by the gateway, implicit inside an actor's handler
       const context = options.request ?? currentRequest();
       if (context) {
-        metadata.set(REQUEST_ID_KEY, context.requestId);
-        if (context.who) metadata.set(WHO_KEY, context.who);
-        if (context.client) metadata.set(CLIENT_KEY, context.client);
+        // gRPC metadata values are printable ASCII: names (`user:émile`) travel percent-encoded
+        metadata.set(REQUEST_ID_KEY, encodeURIComponent(context.requestId));
+        if (context.who) metadata.set(WHO_KEY, encodeURIComponent(context.who));
+        if (context.client) metadata.set(CLIENT_KEY, encodeURIComponent(context.client));
       }
       const start = performance.now();
       return new Promise((resolve, reject) => {

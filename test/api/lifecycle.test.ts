@@ -251,9 +251,9 @@ test.serial('restart: kill -9 of the tokens and auth actors loses no user, group
   for (const actor of ['tokens', 'auth']) {
     const pid = hub.children()[actor]!;
     process.kill(pid, 'SIGKILL');
-    await waitFor(`${actor} to come back`, async () => (hub.children()[actor] !== pid ? true : undefined), 5000);
+    await waitFor(`${actor} to come back`, async () => (hub.children()[actor] !== pid ? true : undefined), 15_000);
   }
-  await waitFor('health', async () => ((await fetch(`${hub.url}/hub/health`)).status === 200 ? true : undefined), 5000);
+  await waitFor('health', async () => ((await fetch(`${hub.url}/hub/health`)).status === 200 ? true : undefined), 15_000);
   const after = await api('GET', '/users/olga', { token: ADMIN });
   t.deepEqual(after.body, before.body);
   t.deepEqual(after.body.roles.sort(), ['staff-readers', 'user']);

@@ -79,6 +79,7 @@ test('table: lookups stay flat from 100 to 100,000 routes', (t) => {
   const small = timePerLookup(100);
   const large = timePerLookup(100_000);
   t.log(`${small.toFixed(0)} ns per lookup at 100 routes, ${large.toFixed(0)} ns at 100,000`);
-  t.true(large < 2000, 'under 2 µs per lookup');
-  t.true(large < small * 4 + 100, 'no growth with the number of routes beyond cache effects');
+  // bounds loose enough for a shared 2-core machine running the rest of the suite; a linear scan would be ~1000x
+  t.true(large < 5000, 'under 5 µs per lookup');
+  t.true(large < small * 10 + 500, 'no growth with the number of routes beyond cache effects');
 });
