@@ -473,11 +473,14 @@ export function identifyScopes(owner: ScopeOwner): string[] {
     : [`read:services:name!service=${owner.name}`];
 }
 
+/** `base` limited to one server (`<base>!server=<user>/<name>`): server tokens, OAuth clients and shares. */
+export function scopeOnServer(base: string, user: string, name: string): string {
+  return `${base}!server=${serverKey(user, name)}`;
+}
+
 /** A token from a server's or service's OAuth client is good for reaching that client. */
 export function accessScopeFor(issuer: ScopeIssuer): string {
-  return issuer.kind === 'server'
-    ? `access:servers!server=${serverKey(issuer.user, issuer.name)}`
-    : `access:services!service=${issuer.name}`;
+  return issuer.kind === 'server' ? scopeOnServer('access:servers', issuer.user, issuer.name) : `access:services!service=${issuer.name}`;
 }
 
 export interface TokenScopeContext extends IntersectContext {

@@ -12,6 +12,7 @@ import { createIdentityCache, createUserCache } from './caches.js';
 import { applyEvent } from './events.js';
 import { createHealthChecker } from './health.js';
 import { createServerMirror } from './servers.js';
+import { acceptShareRoutes } from './web/accept-share.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
 import { createPages } from './web/pages.js';
@@ -64,7 +65,7 @@ await runActor('gateway', async (ctx) => {
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   };
   const api = createApi(apiDeps);
-  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth)]);
+  const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api, pages, proxy });
   const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>

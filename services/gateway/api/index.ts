@@ -7,6 +7,7 @@ import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
+import { shareRoutes } from './shares.js';
 import { apiSegments, authorize, compileRoutes, findRoute } from './router.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
@@ -23,7 +24,7 @@ export function requestToken(info: RequestInfo, query: URLSearchParams): string 
 
 export function createApi(deps: ApiDeps) {
   const { identities } = deps;
-  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)]);
+  const routes = compileRoutes([...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps)]);
 
   return async function handleApi(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<void> {
     const segments = apiSegments(info.path);

@@ -22,9 +22,12 @@ function integerParam(query: URLSearchParams, key: string): number | undefined {
   return Math.abs(Number(raw));
 }
 
-/** Without the envelope the default page is the maximum, so old clients still get up to that many. */
-export function parsePage(info: RequestInfo, query: URLSearchParams, defaultLimit: number, maxLimit: number): Page {
-  const envelope = wantsEnvelope(info);
+/**
+ * Without the envelope the default page is the maximum, so old clients still get up to that many. Lists that
+ * came after pagination (shares, share codes) always answer with the envelope (`always`).
+ */
+export function parsePage(info: RequestInfo, query: URLSearchParams, defaultLimit: number, maxLimit: number, always = false): Page {
+  const envelope = always || wantsEnvelope(info);
   const offset = integerParam(query, 'offset') ?? 0;
   const asked = integerParam(query, 'limit');
   const limit = Math.max(1, Math.min(maxLimit, asked ?? (envelope ? defaultLimit : maxLimit)));

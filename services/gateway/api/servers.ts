@@ -4,6 +4,7 @@ import { errors } from '../../../shared/errors.js';
 import { serverModel, serverUrl, type ProgressEvent } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
 import { isPlainObject, jsonBody, type ApiDeps } from './deps.js';
+import { forgetGrantees } from './shares.js';
 import type { ApiRequest, Route } from './router.js';
 
 const KEEPALIVE_MS = 8000;
@@ -61,8 +62,12 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     if (server && !config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
     const current = servers.get(user, server);
     if (server && (!current || !servers.isActive(current))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+    // {"remove": true} deletes a named server: what was shared of it goes with it (a stop alone keeps its shares)
+    const body = server ? jsonBody(req) : undefined;
+    const remove = isPlainObject(body) && body.remove === true;
     const r = await spawner.stopServer({ user, name: server, by: req.who },
       within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+    if (remove) forgetGrantees(deps, (await deps.tokens.forgetServer({ owner: user, server_name: server, by: req.who })).affected);
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
 
