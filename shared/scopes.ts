@@ -460,7 +460,16 @@ export function missingScopes(
   ctx: IntersectContext = {},
 ): string[] {
   const granted = intersectScopes(wanted, held, ctx);
-  return [...wanted].filter((s) => !granted.has(s)).sort();
+  const index = indexOf(granted);
+  // a filtered scope wanted beside its unfiltered form (`read:users:name!user=bob` and `read:users:name`) is covered by it
+  return [...wanted].filter((s) => !granted.has(s) && !literallyCovered(index, s)).sort();
+}
+
+function literallyCovered(index: ScopeIndex, s: string): boolean {
+  const syntax = splitScope(s);
+  const grant = syntax && !syntax.bare ? index.get(syntax.base) : undefined;
+  if (grant === undefined) return false;
+  return grant === 'all' || (syntax!.kind !== undefined && grant[syntax!.kind as FilterKind].has(syntax!.value!));
 }
 
 // ---------------------------------------------------------------------------------------
