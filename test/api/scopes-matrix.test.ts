@@ -107,7 +107,7 @@ const MATRIX: Row[] = [
 ];
 
 for (const [method, path, body, expected] of MATRIX) {
-  test.serial(`scopes: ${method} ${path.replace('{who}', '*')}`, async (t) => {
+  test.serial(`scopes: ${method} ${path.replace('{who}', '*')}${body && typeof body === 'object' && 'group' in body ? ' (group)' : ''}`, async (t) => {
     // the admin goes last, so a destructive call does not change what the others see
     for (const who of [...WHO.filter((w) => w !== 'admin'), 'admin' as const]) {
       const p = path.replace('{who}', who);
@@ -133,4 +133,12 @@ test.serial('scopes: a service is not a user', async (t) => {
   t.is(me.body.kind, 'service');
   t.is(me.body.name, 'culler');
   t.true(me.body.scopes.includes('list:users'));
+});
+
+test.serial('scopes: a share shows in the grantee\'s scopes at once, and leaving it takes it away at once', async (t) => {
+  const has = async () => ((await api('GET', '/user', { token: callers.grantee })).body.scopes as string[]).includes('access:servers!server=alice/');
+  t.is((await api('POST', '/shares/alice/', { token: callers.sharer, body: { user: 'carol' } })).status, 200);
+  t.true(await has());
+  t.is((await api('DELETE', '/users/carol/shared/alice/', { token: callers.grantee })).status, 204);
+  t.false(await has());
 });
