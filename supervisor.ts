@@ -12,6 +12,7 @@ import { normalizeUsername } from './shared/names.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
+import { announceReady } from './shared/ready-line.js';
 import { SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 const HELP = `usage: hub [command] [--config FILE] [--Section.option=value ...]
@@ -224,6 +225,8 @@ async function start(config: HubConfig): Promise<void> {
   // Actors start together: each waits for what it needs, so start-up costs one actor's boot, not six.
   for (const child of rest) child.start();
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}` }, 'hub starting');
+  // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts
+  void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
 }
 
 /** RSS counts pages shared between the Node processes once per process; PSS divides them fairly. */

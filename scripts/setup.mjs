@@ -61,6 +61,23 @@ function installNatsServer() {
   if (r.status !== 0) fail('`apt-get install -y nats-server` failed: install nats-server by hand, or set HUB_NATS_URL');
 }
 
+/** The browser tests drive Debian's chromium through playwright-core (its own browser download cannot reach the internet here). */
+const CHROMIUM = '/usr/bin/chromium';
+
+function installChromium() {
+  if (!process.argv.includes('--for-tests') || existsSync(CHROMIUM)) return;
+  const isRoot = process.getuid?.() === 0;
+  if (!isRoot || !existsSync('/usr/bin/apt-get')) fail('chromium is not installed (the browser tests need it): run `sudo apt-get install -y chromium`');
+  console.error('hub setup: installing chromium for the browser tests (apt-get)');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', 'chromium'], { ...quiet, env });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update'], { ...quiet, env });
+    r = spawnSync('apt-get', ['install', '-y', 'chromium'], { ...quiet, env });
+  }
+  if (r.status !== 0 || !existsSync(CHROMIUM)) fail('`apt-get install -y chromium` failed: install chromium by hand for the browser tests');
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -118,4 +135,5 @@ function build() {
 
 installNpmPackages();
 installNatsServer();
+installChromium();
 build();

@@ -55,6 +55,7 @@ export const SCHEMA = {
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
+    extra_headers: { kind: 'string-map', default: {}, help: 'HTTP headers added to (or replacing) those of every answer the hub gives itself, e.g. {"Content-Security-Policy": "... frame-ancestors \'self\' https://portal.example.org"}', check: checkHeaders },
   },
   Supervisor: {
     restart_backoff_initial: seconds(0.1, 'first restart delay of a dead child'),
@@ -120,6 +121,16 @@ function checkApiTokens(map: Record<string, string>): string[] {
   return Object.entries(map).flatMap(([token, user]) => [
     ...(token.length <= 8 ? [`Hub.api_tokens: a token for ${JSON.stringify(user)} is ${token.length} characters; tokens must be longer than 8`] : []),
     ...nameProblem('Hub.api_tokens', user),
+  ]);
+}
+
+/** Header names are HTTP tokens; values are one line (a newline would inject headers). */
+function checkHeaders(map: Record<string, string>): string[] {
+  return Object.entries(map).flatMap(([name, value]) => [
+    ...(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) ? [] : [`Hub.extra_headers: ${JSON.stringify(name)} is not a valid header name`]),
+    // eslint-disable-next-line no-control-regex
+    ...(/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value) ? [`Hub.extra_headers ${JSON.stringify(name)}: the value must be one line without control characters`] : []),
+    ...(/^(content-length|transfer-encoding|connection|set-cookie|location|content-type)$/i.test(name) ? [`Hub.extra_headers: ${name} is set by the hub per answer and cannot be configured`] : []),
   ]);
 }
 

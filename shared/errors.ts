@@ -33,6 +33,7 @@ export const CATALOGUE = {
   HUB_ERR_LOGIN_EXPIRED: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'The login has expired' },
   HUB_ERR_SHARE_SCOPE_NOT_HELD: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Cannot share a scope one does not hold' },
   HUB_ERR_SHARE_TARGET_FORBIDDEN: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Cannot share with a name one may not read' },
+  HUB_ERR_SETUP_CODE: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Wrong set-up code' },
   HUB_ERR_XSRF: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'XSRF check failed' },
   HUB_ERR_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
   HUB_ERR_NO_ACCESS: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },

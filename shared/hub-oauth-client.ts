@@ -88,9 +88,18 @@ function bearer(req: IncomingMessage): string | null {
   return /^(?:token|bearer)\s+(\S+)$/i.exec((req.headers.authorization ?? '').trim())?.[1] ?? null;
 }
 
-/** Browsers navigating get redirected to log in; API clients and non-GET requests get a 403 instead. */
-const isBrowserNavigation = (req: IncomingMessage) =>
-  (req.method === 'GET' || req.method === 'HEAD') && ((req.headers.accept ?? '').includes('text/html') || req.headers['sec-fetch-mode'] === 'navigate');
+const isUpgrade = (req: IncomingMessage) => (req.headers.upgrade ?? '').toLowerCase() === 'websocket';
+
+/**
+ * Any GET or HEAD of a page goes to the hub's login, whatever its Accept header says (as the established
+ * hub's clients redirect any GET: `curl -L` sends `Accept: *\/*`); the API paths under `<prefix>api`,
+ * WebSocket upgrades and other methods get a 403.
+ */
+function isPageRequest(req: IncomingMessage, prefix: string): boolean {
+  if ((req.method !== 'GET' && req.method !== 'HEAD') || isUpgrade(req)) return false;
+  const path = new URL(req.url ?? '/', 'http://x').pathname;
+  return !(path === `${prefix}api` || path.startsWith(`${prefix}api/`));
+}
 
 export class HubOAuth {
   private readonly sealer: CookieSealer;
@@ -116,7 +125,8 @@ export class HubOAuth {
    */
   async authenticate(req: IncomingMessage, res: ServerResponse): Promise<HubIdentity | null> {
     const cookies = parseCookies(req.headers.cookie);
-    const headerToken = bearer(req) ?? (this.config.allowTokenInUrl ? new URL(req.url ?? '/', 'http://x').searchParams.get('token') : null);
+    // browsers cannot set headers on a WebSocket, so an upgrade may carry `?token=` even where page URLs may not
+    const headerToken = bearer(req) ?? (this.config.allowTokenInUrl || isUpgrade(req) ? new URL(req.url ?? '/', 'http://x').searchParams.get('token') : null);
     if (headerToken) {
       const identity = await this.identify(headerToken, cookies[SESSION_COOKIE] ?? '');
       if (identity) return this.admit(req, res, identity, false);
@@ -131,9 +141,21 @@ export class HubOAuth {
       this.log?.info({ event: 'hub_oauth.cookie_token_refused', client_id: this.config.clientId }, 'the hub no longer accepts the cookie token');
     }
     const clear = cookies[this.config.clientId] !== undefined ? [this.cookie(req, this.config.clientId, '', 0)] : [];
-    if (isBrowserNavigation(req)) this.startLogin(req, res, Number(cookies[this.countCookie] ?? 0) || 0, clear);
+    if (isPageRequest(req, this.config.prefix)) this.startLogin(req, res, Number(cookies[this.countCookie] ?? 0) || 0, clear);
     else this.refuse(req, res, 403, 'Missing or invalid credentials.', clear);
     return null;
+  }
+
+  /**
+   * Who opens a WebSocket (from the server's 'upgrade' event, which has a socket rather than a response):
+   * `Authorization`, `?token=` or the token cookie; null when none is allowed (the caller refuses the upgrade).
+   */
+  async authenticateUpgrade(req: IncomingMessage): Promise<HubIdentity | null> {
+    const cookies = parseCookies(req.headers.cookie);
+    const token = bearer(req) ?? new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? this.sealer.open<{ t: string }>(cookies[this.config.clientId])?.t;
+    if (typeof token !== 'string' || !token) return null;
+    const identity = await this.identify(token, cookies[SESSION_COOKIE] ?? '');
+    return identity && this.allowed(identity) ? identity : null;
   }
 
   /** `<prefix>oauth_callback`: state checked against the cookie (403, the seed's rule), code exchanged, token kept. */

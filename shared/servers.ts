@@ -23,8 +23,11 @@ export interface ProgressEvent {
   url?: string;
 }
 
-/** `spawn` starting, `running` serving, `stop` stopping, `failed` last start failed (shown to progress only). */
-export type ServerState = 'spawn' | 'running' | 'stop' | 'failed';
+/**
+ * `spawn` starting, `running` serving, `stop` stopping, `failed` last start failed (kept for progress and
+ * the home page), `stopped` a named server that is not running but exists until it is deleted.
+ */
+export type ServerState = 'spawn' | 'running' | 'stop' | 'failed' | 'stopped';
 
 export interface ServerRecord {
   user: string;
@@ -71,6 +74,16 @@ export function servicePrefix(name: string): string {
 export function serverUrl(user: string, name: string): string {
   return name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`;
 }
+
+/** `/hub/<verb>/<user>[/<server>]` (the hub's pages about one server) with the names escaped as everywhere else. */
+export const hubServerPath = (prefix: string, user: string, name: string) => `/hub/${prefix}/${escapeName(user)}${name ? `/${escapeName(name)}` : ''}`;
+
+/** The hub's page for a server that is not running (where the proxy sends a browser without a route). */
+export const serverPageUrl = (user: string, name: string) => `/hub${serverUrl(user, name)}`;
+/** The hub's page that starts a server (GET: the form, POST: start). */
+export const spawnUrl = (user: string, name: string) => hubServerPath('spawn', user, name);
+/** The hub's page that follows a start. */
+export const spawnPendingUrl = (user: string, name: string) => hubServerPath('spawn-pending', user, name);
 
 /** Percent-encoded down to characters a cookie name may hold (`@` too, unlike escapeName). */
 const cookieSafe = (name: string) => encodeURIComponent(name).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);

@@ -33,6 +33,8 @@ export class SupervisedChild {
   private restartTimer: NodeJS.Timeout | null = null;
   private stopping = false;
   failed = false;
+  /** messages the child sends over its IPC channel (looked up at each message, so it may be set after start) */
+  onMessage: ((message: unknown) => void) | null = null;
 
   constructor(
     readonly spec: ChildSpec,
@@ -54,6 +56,7 @@ export class SupervisedChild {
     this.startedAt = Date.now();
     proc.on('error', (err) => this.log.error({ event: 'child.spawn_error', child: this.spec.id, err: err.message }, 'could not start child'));
     proc.on('exit', (code, signal) => this.exited(proc, code, signal));
+    if (this.spec.ipc) proc.on('message', (m) => this.onMessage?.(m));
     this.log.info({ event: 'child.started', child: this.spec.id, pid: proc.pid }, `started ${this.spec.id}`);
     this.onChange();
   }

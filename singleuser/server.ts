@@ -23,6 +23,8 @@ const log = createLogger('singleuser').child({ user, server: serverName });
 const hubAuth = new HubOAuth(hubOAuthConfigFromEnv(), log);
 
 const startedAt = new Date().toISOString();
+/** The hub's home page, linked from this server's pages (the way back). */
+const hubHome = `${(process.env.HUB_BASE_URL || '/').replace(/\/?$/, '/')}hub/home`;
 let lastActivity = startedAt;
 let reportedActivity = '';
 
@@ -43,7 +45,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (!who) return; // answered: a redirect to log in, or a 403
   lastActivity = new Date().toISOString();
   if (rest === 'api/status') return send(res, 200, { user, server_name: serverName, started: startedAt, last_activity: lastActivity, requested_by: who.name });
-  send(res, 200, `<!doctype html><title>${escapeHtml(user)}</title><h1>Server of ${escapeHtml(user)}${serverName ? ` (${escapeHtml(serverName)})` : ''}</h1><p>Hello, ${escapeHtml(who.name)}.</p>`, 'text/html; charset=utf-8');
+  send(res, 200, `<!doctype html><title>${escapeHtml(user)}</title><h1>Server of ${escapeHtml(user)}${serverName ? ` (${escapeHtml(serverName)})` : ''}</h1><p>Hello, ${escapeHtml(who.name)}.</p><p><a id="hub-home" href="${escapeHtml(hubHome)}">Back to the hub</a></p>`, 'text/html; charset=utf-8');
 }
 
 const server = createServer((req, res) => {

@@ -5,6 +5,7 @@ import { createAnnouncer } from '../../shared/nats.js';
 import { createAuthHandlers, userEnsurer } from './handlers.js';
 import { createExternalLogin, providerConfigProblems } from './external.js';
 import { createLoginHandlers } from './login.js';
+import { createFirstAdminSetup } from './setup.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
@@ -39,6 +40,10 @@ await runActor('auth', async (ctx) => {
     else if (!existing.users[0].admin) await h.updateUser({ name, admin: true, by: 'config' });
   }
 
+  const setup = await createFirstAdminSetup({
+    config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, setPassword: login.setPassword, getUser: h.getUser,
+  });
+
   return {
     grpc: {
       GetUser: h.getUser, GetUsers: h.getUsers, ListUsers: h.listUsers, CreateUsers: h.createUsers, CreateUser: h.createUser,
@@ -59,6 +64,7 @@ await runActor('auth', async (ctx) => {
       Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
       RevokeSession: login.revokeSession, RefreshUser: login.refreshUser,
       ExternalLoginUrl: external.loginUrl, CompleteExternalLogin: external.complete,
+      SetupStatus: setup.setupStatus, CompleteSetup: setup.completeSetup,
     },
     close: async () => {
       clearInterval(prune);

@@ -235,6 +235,10 @@ export class AuthStore {
 
   // ---- passwords, sessions, login failures ----
 
+  async adminCount(): Promise<number> {
+    return ((await this.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM users WHERE admin = 1'))?.n) ?? 0;
+  }
+
   async passwordOf(name: string): Promise<string | undefined> {
     return (await this.db.get<{ hashed: string }>('SELECT p.hashed FROM passwords p JOIN users u ON u.id = p.user_id WHERE u.name = ?', [name]))?.hashed;
   }

@@ -6,6 +6,7 @@ import { cap } from '../../shared/log.js';
 import type { createHealthChecker } from './health.js';
 import { errorPage, hasBody, readBody, Reply, snapshot, wantsHtml, type RequestInfo } from './http.js';
 import type { Proxy } from './proxy/index.js';
+import { securityHeaders, STATIC_ASSETS } from './web/html.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
@@ -19,11 +20,23 @@ export interface GatewayDeps {
 
 type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise<void> | void;
 
+/** The hub's stylesheet and page scripts, from memory; URLs carry a content version, so they may be cached long. */
+function serveStatic(info: RequestInfo, reply: Reply): void {
+  const asset = STATIC_ASSETS.get(info.path.slice('/hub/static/'.length));
+  if (!asset) throw errors.notFound(`No such file: ${cap(info.path, 100)}`);
+  const headers = { 'Content-Type': asset.type, ETag: asset.etag, 'Cache-Control': 'public, max-age=86400' };
+  if (info.headers['if-none-match'] === asset.etag) return reply.send(304, '', headers);
+  reply.send(200, info.method === 'HEAD' ? '' : asset.body, headers);
+}
+
 export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.TemplatedApp {
   const maxBody = ctx.config.Hub.max_body_size;
   const log = ctx.log;
 
+  const base = securityHeaders(ctx.config);
+  const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
   const routes: Record<string, Record<string, Handler>> = {
+    '/': { GET: toHub, HEAD: toHub },
     '/hub/health': {
       GET: async (_i, reply) => {
         const report = await health.check();
@@ -45,6 +58,7 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
     // the OAuth provider's endpoints are pages (HTML errors, form bodies), though they live under /hub/api
     if (info.path.startsWith('/hub/api/oauth2/') && (await pages(info, reply, body))) return;
     if (info.path === '/hub/api' || info.path.startsWith('/hub/api/')) return api(info, reply, body);
+    if (info.path.startsWith('/hub/static/') && (info.method === 'GET' || info.method === 'HEAD')) return serveStatic(info, reply);
     const path = info.path.length > 1 && info.path.endsWith('/') ? info.path.slice(0, -1) : info.path;
     const route = routes[path];
     if (!route && info.path.startsWith('/hub') && (await pages(info, reply, body))) return;
@@ -57,6 +71,7 @@ export function createApp({ ctx, health, api, pages, proxy }: GatewayDeps): uWS.
   return uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
     if (proxy.handle(res, req)) return;
     const reply = new Reply(res);
+    reply.base = base;
     const info = snapshot(req, res);
     dispatch(info, reply).catch((e) => fail(info, reply, asHubError(e)));
   });

@@ -2,6 +2,7 @@
 // abort tracking, corked writes, bounded body reads, and one way to answer with an error.
 import uWS from 'uWebSockets.js';
 import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
+import { escapeHtml, page } from './web/html.js';
 
 /** The native build exports getParts; the pure-JS fallback shim does not. */
 export const UWS_BUILD: 'native' | 'fallback' = typeof (uWS as unknown as Record<string, unknown>).getParts === 'function' ? 'native' : 'fallback';
@@ -31,17 +32,23 @@ export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestIn
 export class Reply {
   aborted = false;
   done = false;
+  /** headers of every answer the gateway gives itself (security headers); a handler's own headers of the same name win */
+  base: Record<string, string> = {};
 
   constructor(readonly res: uWS.HttpResponse) {
     res.onAborted(() => { this.aborted = true; });
   }
 
-  send(status: number, body: string | Uint8Array, headers: Record<string, string> = {}, closeConnection = false): void {
+  /** `cookies`: Set-Cookie lines (a header that may repeat, so not in `headers`). */
+  send(status: number, body: string | Uint8Array, headers: Record<string, string> = {}, closeConnection = false, cookies: readonly string[] = []): void {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
+      const own = new Set(Object.keys(headers).map((k) => k.toLowerCase()));
+      for (const [k, v] of Object.entries(this.base)) if (!own.has(k.toLowerCase())) this.res.writeHeader(k, v);
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
       this.res.end(body, closeConnection);
     });
   }
@@ -89,11 +96,8 @@ export function wantsHtml(info: RequestInfo): boolean {
   return !info.path.startsWith('/hub/api') && (info.headers.accept ?? '').includes('text/html');
 }
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-
-/** A readable page for browsers, with the same status an API client would get. */
+/** A readable page for browsers in the hub's look, with the same status an API client would get. */
 export function errorPage(err: HubError): string {
-  const title = escapeHtml(statusLine(err.status));
-  return `<!doctype html><html><head><meta charset="utf-8"><title>${title}</title></head>` +
-    `<body><h1>${title}</h1><p>${escapeHtml(err.message)}</p><p><a href="/hub/home">Home</a></p></body></html>`;
+  const retry = err.status === 503 || err.status === 504 ? '<p class="muted">This is usually brief: try again in a moment.</p>' : '';
+  return page(statusLine(err.status), `<p class="error" id="error-message">${escapeHtml(err.message)}</p>${retry}<p><a class="button" href="/hub/home">Back to the hub</a></p>`);
 }

@@ -65,6 +65,7 @@ await runActor('gateway', async (ctx) => {
     services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])),
   };
   const api = createApi(apiDeps);
+  // ready means routed here (the spawner answers once every gateway's copy has the server), so pages need no route check
   const pages = createPages(apiDeps, (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   const app = createApp({ ctx, health, api, pages, proxy });

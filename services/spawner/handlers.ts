@@ -159,22 +159,29 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await forget(r, 'exited');
   }
 
-  /** Removes a server that is gone: token revoked, record dropped, event and audit line. */
-  async function forget(r: ServerRecord, reason: string): Promise<void> {
+  /**
+   * A server that is gone: token revoked, event and audit line; its record dropped, except a named
+   * server's, which stays (stopped) until it is removed, as the established hub keeps named servers.
+   */
+  async function forget(r: ServerRecord, reason: string, remove = false): Promise<void> {
     await revokeToken(r);
-    await registry.remove(r.user, r.name);
+    if (r.name && !remove) {
+      await registry.save({ ...r, state: 'stopped', target: '', port: 0, pid: 0, pid_start: '', token_id: '', instance: '', progress: [] });
+    } else {
+      await registry.remove(r.user, r.name);
+    }
     local.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
     void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(r), outcome: 'ok', reason });
   }
 
-  async function stopServerNow(r: ServerRecord, by: string): Promise<void> {
+  async function stopServerNow(r: ServerRecord, by: string, remove = false): Promise<void> {
     const l = localOf(r);
     if (r.state === 'spawn') {
       l.abort?.abort();
       await l.spawning?.catch(() => undefined);
       const after = registry.get(r.user, r.name);
-      if (after && after.state === 'failed') await registry.remove(r.user, r.name);
+      if (after && after.state === 'failed') await (r.name && !remove ? registry.save({ ...after, state: 'stopped', progress: [] }) : registry.remove(r.user, r.name));
       return;
     }
     r.state = 'stop';
@@ -186,7 +193,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.error({ event: 'server.stop.failed', server: label(r), err: (e as Error).message }, 'server could not be stopped');
       throw e;
     }
-    await forget(r, `stopped by ${by}`);
+    await forget(r, `stopped by ${by}`, remove);
   }
 
   function checkStartAllowed(user: string, name: string): void {
@@ -246,12 +253,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: outcome, server: serverMessage(registry.get(req.user, req.name) ?? r) };
     },
 
-    async stopServer(req: { user: string; name: string; by: string }) {
+    async stopServer(req: { user: string; name: string; by: string; remove?: boolean }) {
       const r = registry.get(req.user, req.name);
+      // not running: a remove forgets it; a failed start is dismissed (a named server stays, stopped)
+      if (r && !isActive(r)) {
+        if (req.remove || !r.name) await registry.remove(r.user, r.name);
+        else if (r.state === 'failed') await registry.save({ ...r, state: 'stopped', progress: [] });
+      }
       if (!r || !isActive(r)) return { status: 'stopped' };
       const l = localOf(r);
       if (r.state === 'stop' && l.stopping) return { status: 'pending', server: serverMessage(r) };
-      const stopping = l.stopping ?? stopServerNow(r, req.by);
+      const stopping = l.stopping ?? stopServerNow(r, req.by, req.remove === true);
       l.stopping = stopping;
       stopping.catch(() => undefined).finally(() => { if (local.get(serverKey(r.user, r.name)) === l) l.stopping = undefined; });
       const outcome = await Promise.race([stopping.then(() => 'stopped' as const), sleep(S.slow_stop_timeout * 1000).then(() => 'pending' as const)]);
@@ -281,7 +293,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      */
     async adoptAll(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state === 'failed') continue;
+        if (r.state === 'failed' || r.state === 'stopped') continue;
         if (!alive(r)) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
           await forget(r, 'died while the spawner was down');

@@ -250,9 +250,16 @@ test.serial('oauth flow: logout revokes the server cookie\'s token (seed logout 
   t.is(pathOf((await b.get(next.location!)).location), '/hub/login', 'and the hub wants a login again');
 });
 
-test.serial('oauth flow: API clients get 403, not a redirect; /api stays open', async (t) => {
-  const r = await fetch(`${hub.url}/user/alice/`, { redirect: 'manual' });
-  t.is(r.status, 403);
+test.serial('oauth flow: any GET or HEAD of a page goes to login whatever its Accept; the API paths and other methods get 403; /api stays open', async (t) => {
+  for (const method of ['GET', 'HEAD']) {
+    for (const accept of ['*/*', 'application/json', '']) {
+      const r = await fetch(`${hub.url}/user/alice/`, { method, redirect: 'manual', headers: accept ? { accept } : {} });
+      t.is(r.status, 302, `${method} with Accept ${accept || '(none)'}`);
+      t.is(pathOf(r.headers.get('location')), '/hub/api/oauth2/authorize');
+    }
+  }
+  const api = await fetch(`${hub.url}/user/alice/api/status`, { redirect: 'manual', headers: { accept: 'text/html' } });
+  t.is(api.status, 403, "the server's API paths are never redirected");
   const post = await new Browser(hub.url).post('/user/alice/', {});
   t.is(post.status, 403, 'non-GET without credentials');
   t.is((await fetch(`${hub.url}/user/alice/api`)).status, 200);

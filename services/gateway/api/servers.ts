@@ -60,13 +60,14 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     if (server && !config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+    // {"remove": true} also forgets a named server; without it a stopped named server stays listed until removed
+    const body = jsonBody(req);
+    const remove = Boolean(server && isPlainObject(body) && body.remove === true);
     const current = servers.get(user, server);
-    if (server && (!current || !servers.isActive(current))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
-    // {"remove": true} deletes a named server: what was shared of it goes with it (a stop alone keeps its shares)
-    const body = server ? jsonBody(req) : undefined;
-    const remove = isPlainObject(body) && body.remove === true;
-    const r = await spawner.stopServer({ user, name: server, by: req.who },
+    if (server && (!current || (!servers.isActive(current) && !remove))) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
+    const r = await spawner.stopServer({ user, name: server, by: req.who, remove },
       within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+    // a removed server takes what was shared of it along (a stop alone keeps its shares)
     if (remove) forgetGrantees(deps, (await deps.tokens.forgetServer({ owner: user, server_name: server, by: req.who })).affected);
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
@@ -83,7 +84,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     const current = servers.get(user, server);
-    if (!current) {
+    if (!current || current.state === 'stopped') {
       if (server && !config.Hub.allow_named_servers) throw errors.notFound(`${user} has no server named '${server}'`);
       throw errors.badRequest(`${label(user, server)} is not starting...`, 'HUB_ERR_SERVER_NOT_STARTING');
     }

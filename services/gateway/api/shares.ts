@@ -45,8 +45,24 @@ export function forgetGrantees(deps: ApiDeps, names: string[]): void {
   }
 }
 
+/** One may share only with names one may read: `read:users:name` / `read:groups:name` for that user or group. */
+export async function checkMayName(deps: ApiDeps, held: ReadonlySet<string>, kind: 'user' | 'group', name: string): Promise<void> {
+  const resource: Resource = kind === 'user' ? { kind, name, groups: (await deps.users.get(name))?.groups ?? [] } : { kind, name };
+  const nameScope = kind === 'user' ? 'read:users:name' : 'read:groups:name';
+  if (!hasScope(held, nameScope, resource)) throw errors.forbidden(`Need scope '${nameScope}' to share with ${kind}s by name`, 'HUB_ERR_SHARE_TARGET_FORBIDDEN');
+}
+
+/**
+ * A server one can share: the default server of an existing user, or a server the spawner's registry knows
+ * (running, or kept while stopped).
+ */
+export async function checkShareable(deps: ApiDeps, owner: string, name: string): Promise<void> {
+  if (!(await deps.users.get(owner))) throw errors.notFound(`No such user: ${owner}`, 'HUB_ERR_USER_NOT_FOUND');
+  if (name && !deps.servers.get(owner, name)) throw errors.notFound(`No such server: ${owner}/${name}`, 'HUB_ERR_SERVER_NOT_FOUND');
+}
+
 export function shareRoutes(deps: ApiDeps): Route[] {
-  const { config, tokens, users, servers } = deps;
+  const { config, tokens, users } = deps;
   const groupsOf = async (name: string) => (await users.get(name))?.groups ?? [];
   const ownerResource = async (p: Record<string, string>): Promise<Resource> => ({ kind: 'user', name: p.owner, groups: await groupsOf(p.owner) });
   const serverResource = async (p: Record<string, string>): Promise<Resource> => ({ kind: 'server', user: p.owner, name: p.server, groups: await groupsOf(p.owner) });
@@ -57,14 +73,7 @@ export function shareRoutes(deps: ApiDeps): Route[] {
     if (!(await users.get(owner))) throw errors.notFound(`No such user: ${owner}`, 'HUB_ERR_USER_NOT_FOUND');
   }
 
-  /**
-   * A server one can share: the default server of an existing user, or a server the spawner's registry knows
-   * (running, or kept while stopped).
-   */
-  async function mustServer(owner: string, name: string): Promise<void> {
-    await mustOwner(owner);
-    if (name && !servers.get(owner, name)) throw errors.notFound(`No such server: ${owner}/${name}`, 'HUB_ERR_SERVER_NOT_FOUND');
-  }
+  const mustServer = (owner: string, name: string) => checkShareable(deps, owner, name);
 
   async function mustGroup(name: string): Promise<void> {
     await deps.auth.getGroup({ name }); // NOT_FOUND → 404 "No such group"
@@ -87,9 +96,7 @@ export function shareRoutes(deps: ApiDeps): Route[] {
     const name = body[kind];
     if (typeof name !== 'string' || !name) throw errors.badRequest(`${kind} must be a name`, 'HUB_ERR_SHARE_INVALID');
     const scopes = body.scopes === undefined ? undefined : stringList(body.scopes, 'scopes');
-    const resource: Resource = kind === 'user' ? { kind, name, groups: await groupsOf(name) } : { kind, name };
-    const nameScope = kind === 'user' ? 'read:users:name' : 'read:groups:name';
-    if (!hasScope(req.held, nameScope, resource)) throw errors.forbidden(`Need scope '${nameScope}' to share with ${kind}s by name`, 'HUB_ERR_SHARE_TARGET_FORBIDDEN');
+    await checkMayName(deps, req.held, kind, name);
     return { grantee: { kind, name }, scopes };
   }
 

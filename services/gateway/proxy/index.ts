@@ -8,7 +8,7 @@ import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
 import type { ActivityRecorder } from './activity.js';
 import { answerError, createAgents, forwardHttp, type ForwardOptions } from './forward.js';
-import { normalizePath, type NormalPath } from './path.js';
+import { forwardPath, normalizePath, type NormalPath } from './path.js';
 import type { RouteEntry, RouteTable } from './table.js';
 import { webSocketBehavior, type Bridge } from './websocket.js';
 
@@ -66,7 +66,7 @@ export function createProxy(deps: ProxyDeps) {
       const entry = routeOf(n);
       if (entry) {
         activity.touch(entry);
-        forwardHttp(res, req, entry, n.path, agents, forwardOptions);
+        forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), agents, forwardOptions);
         return true;
       }
       if (n.segments[0] === 'user' && n.segments.length > 1 && n.segments[1] !== '') {
@@ -84,7 +84,7 @@ export function createProxy(deps: ProxyDeps) {
         if (isHubPath(raw)) return null;
         const n = normalizePath(raw);
         const entry = n && routeOf(n);
-        return entry ? { entry, path: n.path } : null;
+        return entry ? { entry, path: forwardPath(n, entry.route.routespec) } : null;
       },
       touch: (entry) => activity.touch(entry),
       onUnreachable,

@@ -58,3 +58,25 @@ export function routespecSegments(routespec: string): string[] | null {
   while (segs.length && segs[segs.length - 1] === '') segs.pop();
   return segs;
 }
+
+/** routespec → its canonical spelling and depth; bounded (routes are few; a flood of specs just restarts it). */
+const prefixes = new Map<string, { spec: string; depth: number }>();
+const MAX_PREFIXES = 100_000;
+
+/**
+ * The path forwarded to a route's target: the matched prefix spelled as the hub spelled the routespec
+ * (shared/servers.ts escapeName: `o'brien` is `o%27brien`), so a server always sees the prefix it was
+ * given whatever encoding the browser chose, then the rest of the path canonically encoded.
+ */
+export function forwardPath(n: NormalPath, routespec: string): string {
+  let p = prefixes.get(routespec);
+  if (!p) {
+    const depth = routespecSegments(routespec)?.length ?? 0;
+    p = { spec: routespec.endsWith('/') ? routespec : `${routespec}/`, depth };
+    if (prefixes.size >= MAX_PREFIXES) prefixes.clear();
+    prefixes.set(routespec, p);
+  }
+  if (p.depth === 0 || n.path.startsWith(p.spec)) return n.path;
+  const rest = n.segments.slice(p.depth);
+  return p.spec.slice(0, -1) + (rest.length ? `/${rest.map(encodeSegment).join('/')}` : '');
+}

@@ -13,13 +13,13 @@ import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 import { localPath } from './redirects.js';
 
 /** A grant must not be clicked from inside another site's frame. */
-const HTML = { 'Content-Type': 'text/html; charset=utf-8', 'X-Frame-Options': 'DENY', 'Content-Security-Policy': "frame-ancestors 'none'" };
+const NO_FRAMES = { 'X-Frame-Options': 'DENY' };
 
 const serverLabel = (owner: string, name: string) => (name ? `server ${name} of ${owner}` : `the server of ${owner}`);
 
 export function acceptShareRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { tokens, web } = deps;
-  const show = (reply: Reply, status: number, title: string, body: string, id: Identity) => reply.send(status, page(title, body, id.owner.name), HTML);
+  const show = (reply: Reply, status: number, title: string, body: string, id: Identity) => kit.html(reply, status, page(title, `<section class="card">${body}</section>`, kit.nav(id)), [], NO_FRAMES);
 
   /** The code's own errors (unknown, expired, one's own server) as pages; anything else as usual. */
   function refusal(reply: Reply, e: unknown, id: Identity): void {
@@ -52,7 +52,7 @@ export function acceptShareRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         show(reply, 200, 'Accept a share', `<p><b>${escapeHtml(c.owner)}</b> shares ${escapeHtml(serverLabel(c.owner, c.server_name))} with you
 (<code>${escapeHtml(serverUrl(c.owner, c.server_name))}</code>), until ${escapeHtml(c.expires_at)}. Accepting gives you:</p><ul>${scopes}</ul>
 <form method="post" action="${escapeHtml(ACCEPT_SHARE_PATH)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${hidden('code', code)}${hidden('next', next)}
-<button type="submit">Accept</button> <a href="/hub/home">Cancel</a></form>`, id);
+<div class="actions"><button type="submit" class="primary" data-action="accept">Accept</button><a class="button" href="/hub/home">Cancel</a></div></form>`, id);
       },
     },
     {

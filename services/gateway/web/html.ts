@@ -1,18 +1,100 @@
-// The hub's pages share one small layout. Everything interpolated is escaped.
+// The hub's pages share one layout: one stylesheet and the page scripts served by the hub itself
+// (static/, read once at start), a top bar (Home, Token, Admin for those who may, Services, Logout),
+// and the security headers every page carries. Everything interpolated is escaped.
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { HubConfig } from '../../../shared/config.js';
+import { REPO_ROOT } from '../../../shared/paths.js';
 
 export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-const STYLE = `body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}
-header{display:flex;justify-content:space-between;align-items:center;border-bottom:1px solid #ddd;margin-bottom:1rem}
-.error{color:#a00}table{border-collapse:collapse}td,th{padding:.3rem .6rem;text-align:left;border-bottom:1px solid #eee}
-button{padding:.3rem .8rem}input{padding:.3rem;margin:.2rem 0}`;
+export interface StaticAsset { body: Buffer; type: string; etag: string }
 
-export function page(title: string, body: string, user?: string): string {
-  const nav = user
-    ? `<nav><a href="/hub/home">Home</a> · <a href="/hub/token">Token</a> · ${escapeHtml(user)} · <a href="/hub/logout">Log out</a></nav>`
-    : '<nav><a href="/hub/login">Log in</a></nav>';
-  return `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(title)}</title>` +
-    `<style>${STYLE}</style></head><body><header><h1>${escapeHtml(title)}</h1>${nav}</header>${body}</body></html>`;
+const TYPES: Record<string, string> = { '.css': 'text/css; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.png': 'image/png', '.svg': 'image/svg+xml' };
+
+/** The files under services/gateway/web/static/ (sources, not compiled: the same for tsx and dist/), kept in memory. */
+export const STATIC_ASSETS: ReadonlyMap<string, StaticAsset> = (() => {
+  const dir = join(REPO_ROOT, 'services', 'gateway', 'web', 'static');
+  const out = new Map<string, StaticAsset>();
+  for (const file of readdirSync(dir)) {
+    const type = TYPES[file.slice(file.lastIndexOf('.'))];
+    if (!type) continue;
+    const body = readFileSync(join(dir, file));
+    out.set(file, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 16)}"` });
+  }
+  return out;
+})();
+
+/** An asset's URL, versioned by its content so a browser never runs a stale script with a new page. */
+export function assetUrl(file: string): string {
+  const a = STATIC_ASSETS.get(file);
+  if (!a) throw new Error(`no static asset ${file}`);
+  return `/hub/static/${file}?v=${a.etag.slice(1, 9)}`;
+}
+
+/** Content-Security-Policy of the hub's pages: only the hub's own scripts and styles, framed only by the hub. */
+export const DEFAULT_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'self'";
+
+/** Headers on every answer the gateway gives itself (pages, errors, API); `Hub.extra_headers` adds or replaces. */
+export function securityHeaders(config: HubConfig): Record<string, string> {
+  return {
+    'Content-Security-Policy': DEFAULT_CSP,
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'same-origin',
+    ...config.Hub.extra_headers,
+  };
+}
+
+/** Who is looking at a page: what the top bar offers them. */
+export interface Nav {
+  user: string;
+  /** may open the admin page (`admin-ui`) */
+  admin?: boolean;
+  /** the Services menu: services with a url and display true */
+  services?: { name: string; href: string }[];
+}
+
+export interface PageOptions {
+  /** page scripts from static/ (file names) */
+  scripts?: string[];
+  /** data for the page's scripts, as JSON in a data attribute of <main> (never inline script) */
+  data?: unknown;
+}
+
+function topbar(nav?: Nav | string): string {
+  if (!nav) return '<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav></nav><a href="/hub/login">Sign in</a></header>';
+  const n: Nav = typeof nav === 'string' ? { user: nav } : nav;
+  const services = n.services?.length
+    ? `<details class="menu" id="services-menu"><summary>Services</summary><ul>${n.services.map((s) => `<li><a href="${escapeHtml(s.href)}">${escapeHtml(s.name)}</a></li>`).join('')}</ul></details>`
+    : '';
+  return '<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav>' +
+    '<a href="/hub/home">Home</a><a href="/hub/token">Token</a>' +
+    (n.admin ? '<a href="/hub/admin">Admin</a>' : '') + services +
+    `</nav><span class="who">${escapeHtml(n.user)}</span><a href="/hub/logout" id="logout">Logout</a></header>`;
+}
+
+export function page(title: string, body: string, nav?: Nav | string, options: PageOptions = {}): string {
+  const scripts = (options.scripts ?? []).map((s) => `<script src="${escapeHtml(assetUrl(s))}" defer></script>`).join('');
+  const data = options.data === undefined ? '' : ` data-page="${escapeHtml(JSON.stringify(options.data))}"`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+    `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="${escapeHtml(assetUrl('hub.css'))}">${scripts}</head>` +
+    `<body>${topbar(nav)}<main${data}><h1>${escapeHtml(title)}</h1>${body}</main></body></html>`;
 }
 
 export const hidden = (name: string, value: string) => `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`;
+
+/** "3 minutes ago" for an ISO time ('never' when empty): pages show when, not the raw timestamp. */
+export function ago(iso: string | null | undefined, now = Date.now()): string {
+  const t = iso ? Date.parse(iso) : NaN;
+  if (!Number.isFinite(t)) return 'never';
+  const s = Math.round((now - t) / 1000);
+  if (s < 0) return `in ${until(-s)}`;
+  if (s < 45) return 'just now';
+  return `${until(s)} ago`;
+}
+
+function until(s: number): string {
+  const [n, unit] = s < 90 ? [1, 'minute'] : s < 3600 ? [Math.round(s / 60), 'minute'] : s < 86_400 ? [Math.round(s / 3600), 'hour'] : [Math.round(s / 86_400), 'day'];
+  return `${n} ${unit}${n === 1 ? '' : 's'}`;
+}

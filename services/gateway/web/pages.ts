@@ -1,19 +1,24 @@
-// The hub's own pages under /hub/: login and logout, home, spawning, and the token page.
+// The hub's own pages under /hub/: the page kit (answers, login requirement, XSRF, top bar), login and
+// logout, and the dispatch; home and spawning live in home.ts, tokens in token-page.ts.
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
-import { within } from '../../../shared/grpc.js';
-import { errors, HubError } from '../../../shared/errors.js';
+import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { isActive, serverUrl, servicePrefix, progressUrl } from '../../../shared/servers.js';
+import { servicePrefix } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
-import { refreshBeforeSpawn } from '../api/servers.js';
 import type { Identity } from '../caches.js';
 import type { Reply, RequestInfo } from '../http.js';
-import { escapeHtml, hidden, page } from './html.js';
+import { serverPages } from './home.js';
+import { sharePages } from './share-page.js';
+import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
+import { firstAdminSetup } from './setup-page.js';
 import type { WebSessions } from './sessions.js';
+import { tokenPages } from './token-page.js';
 
 export interface PageDeps extends ApiDeps {
   web: WebSessions;
+  /** whether this gateway's routing table holds a route (a page waits for a just-ready server's route before sending a browser to it) */
+  hasRoute?: (routespec: string) => boolean;
 }
 
 export type PageHandler = (info: RequestInfo, reply: Reply, body: Buffer | null, params: string[]) => Promise<void> | void;
@@ -29,25 +34,13 @@ export function form(body: Buffer | null): URLSearchParams {
 /** What every page handler needs: answers (redirect, html), the login requirement, the form XSRF check. */
 export function createPageKit(deps: PageDeps) {
   const { web } = deps;
-  const redirect = (reply: Reply, location: string, cookies: string[] = []) => {
-    reply.res.cork(() => {
-      if (reply.aborted || reply.done) return;
-      reply.done = true;
-      reply.res.writeStatus('302 Found').writeHeader('Location', location);
-      for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
-      reply.res.end();
-    });
-  };
-  const html = (reply: Reply, status: number, body: string, cookies: string[] = []) => {
-    reply.res.cork(() => {
-      if (reply.aborted || reply.done) return;
-      reply.done = true;
-      reply.res.writeStatus(`${status} ${status === 200 ? 'OK' : status === 403 ? 'Forbidden' : status === 429 ? 'Too Many Requests' : 'Error'}`);
-      reply.res.writeHeader('Content-Type', HTML['Content-Type']);
-      for (const c of cookies) reply.res.writeHeader('Set-Cookie', c);
-      reply.res.end(body);
-    });
-  };
+  const redirect = (reply: Reply, location: string, cookies: string[] = []) => reply.send(302, '', { Location: location }, false, cookies);
+  const html = (reply: Reply, status: number, body: string, cookies: string[] = [], headers: Record<string, string> = {}) =>
+    reply.send(status, body, { ...HTML, ...headers }, false, cookies);
+
+  const services = [...deps.services.values()].filter((s) => s.url && s.display !== false).map((s) => ({ name: s.name, href: servicePrefix(s.name) }));
+  /** What the top bar offers this person. */
+  const nav = (id: Identity): Nav => ({ user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'), services });
 
   const here = (info: RequestInfo) => (info.query ? `${info.path}?${info.query}` : info.path);
 
@@ -62,47 +55,32 @@ export function createPageKit(deps: PageDeps) {
     if (!web.xsrfValid(info, web.xsrfFor(id.sessionId), f.get('_xsrf'))) throw errors.forbidden("'_xsrf' argument missing or invalid", 'HUB_ERR_XSRF');
   }
 
-  return { redirect, html, here, requireLogin, checkFormXsrf };
+  return { redirect, html, here, nav, requireLogin, checkFormXsrf };
 }
 
 export type PageKit = ReturnType<typeof createPageKit>;
 
 /** `extra`: pages other modules add (the OAuth provider's, the external login's). */
 export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[] = () => []) {
-  const { config, auth, tokens, spawner, servers, web, users } = deps;
+  const { config, auth, tokens, web } = deps;
   const kit = createPageKit(deps);
-  const { redirect, html, requireLogin, checkFormXsrf } = kit;
+  const { redirect, html } = kit;
 
-  function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): void {
+  const setup = firstAdminSetup(deps, kit);
+
+  async function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): Promise<void> {
     const xsrf = web.anonymousXsrf(info);
-    const body = `${message ? `<p class="error">${escapeHtml(message)}</p>` : ''}
+    const done = new URLSearchParams(info.query).get('setup') === 'done' ? '<p class="notice" id="setup-done">The admin is set up: sign in with the name and password you chose.</p>' : '';
+    const body = `${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
 <form method="post" action="/hub/login${next ? `?next=${encodeURIComponent(next)}` : ''}">
 ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
-<label>Username <input name="username" autocomplete="username" autofocus required></label><br>
-<label>Password <input name="password" type="password" autocomplete="current-password"></label><br>
-<button type="submit">Sign in</button></form>`;
+<label>Username<br><input name="username" autocomplete="username" autofocus required></label>
+<label>Password<br><input name="password" type="password" autocomplete="current-password"></label>
+<p><button type="submit" class="primary">Sign in</button></p></form></section>`;
     html(reply, status, page('Sign in', body), xsrf.setCookie ? [xsrf.setCookie] : []);
   }
 
-  const mayStart = (id: Identity, user: string, name: string, groups: string[]) =>
-    hasScope(id.scopes, 'start:servers', { kind: 'server', user, name, groups });
-
-  function serverRow(id: Identity, user: string, name: string): string {
-    const r = servers.get(user, name);
-    const state = !r || !isActive(r) ? 'stopped' : r.state === 'running' ? 'running' : r.state === 'spawn' ? 'starting' : 'stopping';
-    const label = name ? escapeHtml(name) : '(default)';
-    const xsrf = hidden('_xsrf', web.xsrfFor(id.sessionId));
-    const action = state === 'running'
-      ? `<a href="${escapeHtml(serverUrl(user, name))}">Open</a> <form method="post" action="/hub/stop/${encodeURIComponent(user)}/${encodeURIComponent(name)}" style="display:inline">${xsrf}<button>Stop</button></form>`
-      : state === 'stopped'
-        ? `<form method="post" action="/hub/spawn/${encodeURIComponent(user)}${name ? `/${encodeURIComponent(name)}` : ''}" style="display:inline">${xsrf}<button>Start</button></form>`
-        : `<a href="/hub/user/${encodeURIComponent(user)}/${name ? `${encodeURIComponent(name)}/` : ''}">${state}…</a>`;
-    return `<tr><td>${label}</td><td>${state}</td><td>${action}</td></tr>`;
-  }
-
   const routes: PageRoute[] = [
-    { method: 'GET', pattern: /^\/hub\/?$/, handle: (_i, reply) => redirect(reply, '/hub/home') },
-
     {
       method: 'GET', pattern: /^\/hub\/login$/,
       async handle(info, reply) {
@@ -136,128 +114,12 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
           await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` });
           web.forgetSession(id.sessionId);
         }
-        html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
+        html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a class="button primary" href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
       },
     })),
-    {
-      method: 'GET', pattern: /^\/hub\/home$/,
-      async handle(info, reply) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        const me = id.owner.name;
-        const names = ['', ...servers.of(me).filter((r) => r.name && isActive(r)).map((r) => r.name)];
-        const rows = names.map((n) => serverRow(id, me, n)).join('');
-        const named = config.Hub.allow_named_servers
-          ? `<form method="post" action="/hub/spawn-named">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<input name="server" placeholder="new server name" pattern="[a-z][a-z0-9-]*"><button>Start named server</button></form>` : '';
-        const svc = [...deps.services.values()].filter((s) => s.url && s.display !== false)
-          .map((s) => `<li><a href="${escapeHtml(servicePrefix(s.name))}">${escapeHtml(s.name)}</a></li>`).join('');
-        html(reply, 200, page('Home', `<table><tr><th>Server</th><th>State</th><th></th></tr>${rows}</table>${named}${svc ? `<h2>Services</h2><ul>${svc}</ul>` : ''}`, me));
-      },
-    },
-    {
-      method: 'POST', pattern: /^\/hub\/spawn-named$/,
-      async handle(info, reply, body) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        const f = form(body);
-        checkFormXsrf(info, id, f);
-        await startFromPage(info, reply, id, id.owner.name, f.get('server') ?? '');
-      },
-    },
-    {
-      method: 'GET', pattern: /^\/hub\/spawn\/([^/]+)(?:\/([^/]*))?$/,
-      async handle(info, reply, _b, [user, name = '']) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        html(reply, 200, page('Start a server', `<p>Start ${name ? `server <b>${escapeHtml(name)}</b>` : 'the server'} of ${escapeHtml(user)}?</p>
-<form method="post">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start</button></form>`, id.owner.name));
-      },
-    },
-    {
-      method: 'POST', pattern: /^\/hub\/spawn\/([^/]+)(?:\/([^/]*))?$/,
-      async handle(info, reply, body, [user, name = '']) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        checkFormXsrf(info, id, form(body));
-        await startFromPage(info, reply, id, user, name);
-      },
-    },
-    {
-      method: 'POST', pattern: /^\/hub\/stop\/([^/]+)\/([^/]*)$/,
-      async handle(info, reply, body, [user, name]) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        checkFormXsrf(info, id, form(body));
-        const target = await users.get(user);
-        if (!target || !hasScope(id.scopes, 'delete:servers', { kind: 'server', user, name, groups: target.groups })) throw errors.notFound();
-        await spawner.stopServer({ user, name, by: `user:${id.owner.name}` }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
-        redirect(reply, '/hub/home');
-      },
-    },
-    {
-      // Where a browser lands for a server that is not (yet) running: offers to start it, follows a start.
-      method: 'GET', pattern: /^\/hub\/user\/([^/]+)\/?(?:([^/]+)\/?)?(.*)$/,
-      async handle(info, reply, _b, [user, name = '']) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        const r = servers.get(user, name);
-        const url = serverUrl(user, name);
-        if (r?.state === 'running') return redirect(reply, url);
-        if (r?.state === 'spawn') {
-          const script = `<script>const es=new EventSource(${JSON.stringify(progressUrl(user, name))});es.onmessage=(m)=>{const e=JSON.parse(m.data);document.getElementById('p').value=e.progress;document.getElementById('m').textContent=e.message;if(e.ready){es.close();location.href=e.url}if(e.failed){es.close()}}</script>`;
-          return html(reply, 200, page('Starting…', `<p>Your server is starting.</p><progress id="p" max="100" value="0"></progress><p id="m"></p>${script}`, id.owner.name));
-        }
-        const action = `/hub/spawn/${encodeURIComponent(user)}${name ? `/${encodeURIComponent(name)}` : ''}`;
-        html(reply, 200, page('Server not running', `<p>The server at <code>${escapeHtml(url)}</code> is not running.</p>
-<form method="post" action="${escapeHtml(action)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}<button>Start it</button></form>`, id.owner.name));
-      },
-    },
-    {
-      method: 'GET', pattern: /^\/hub\/token$/,
-      async handle(info, reply) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        html(reply, 200, page('API token', tokenForm(id), id.owner.name));
-      },
-    },
-    {
-      method: 'POST', pattern: /^\/hub\/token$/,
-      async handle(info, reply, body) {
-        const id = await requireLogin(info, reply);
-        if (!id) return;
-        const f = form(body);
-        checkFormXsrf(info, id, f);
-        const days = Number(f.get('expires_days') || 0);
-        const r = await tokens.createToken({
-          owner: id.owner, requester: id.owner, note: (f.get('note') ?? '').slice(0, 200) || 'Requested via token page',
-          expires_in: Number.isFinite(days) && days > 0 ? Math.round(days * 86400) : 0, has_scopes: false, scopes: [], has_roles: false, roles: [],
-          requester_scopes: [...id.scopes],
-        });
-        html(reply, 200, page('API token', `<p>Your new token (shown once): <code id="token">${escapeHtml(r.token)}</code></p>${tokenForm(id)}`, id.owner.name));
-      },
-    },
   ];
 
-  function tokenForm(id: Identity): string {
-    return `<form method="post" action="/hub/token">${hidden('_xsrf', web.xsrfFor(id.sessionId))}
-<label>Note <input name="note"></label> <label>Expires in days (empty: never) <input name="expires_days" type="number" min="0"></label>
-<button>Request new API token</button></form>`;
-  }
-
-  async function startFromPage(info: RequestInfo, reply: Reply, id: Identity, user: string, name: string): Promise<void> {
-    const target = await users.get(user);
-    if (!target || !mayStart(id, user, name, target.groups)) throw errors.notFound(`No such user: ${user}`);
-    await refreshBeforeSpawn(deps, id.sessionId);
-    try {
-      await spawner.startServer({ user, name, user_options_json: '', by: `user:${id.owner.name}` }, within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
-    } catch (e) {
-      if (!(e instanceof HubError) || !/already running|pending/.test(e.message)) throw e;
-    }
-    redirect(reply, `/hub/user/${encodeURIComponent(user)}/${name ? `${encodeURIComponent(name)}/` : ''}`);
-  }
-
-
-  routes.push(...extra(kit));
+  routes.push(...serverPages(deps, kit), ...sharePages(deps, kit), ...tokenPages(deps, kit), ...setup.routes, ...extra(kit));
 
   /** Answers a /hub/ page request; false when no page has this path (the caller answers 404). */
   return async function handlePage(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<boolean> {

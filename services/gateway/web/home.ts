@@ -1,0 +1,275 @@
+// The pages about single-user servers: home (default and named servers, create one), the spawn form,
+// the pending page that follows a start over the progress stream, and /hub/user/<name>/ where the proxy
+// sends a browser whose server is not running. Starts and stops are form POSTs with the session's XSRF.
+import { errors, HubError } from '../../../shared/errors.js';
+import { hasScope } from '../../../shared/scopes.js';
+import {
+  hubServerPath, invalidServerNameReason, isActive, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
+} from '../../../shared/servers.js';
+import { within } from '../../../shared/grpc.js';
+import { refreshBeforeSpawn } from '../api/servers.js';
+import { forgetGrantees } from '../api/shares.js';
+import type { Identity } from '../caches.js';
+import type { Reply, RequestInfo } from '../http.js';
+import { ago, escapeHtml, hidden, page } from './html.js';
+import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { shareButton, sharedWithMe } from './share-page.js';
+
+/** A profile of `Spawner.profiles` (when the spawner offers choices). */
+interface Profile { slug: string; display_name: string; description?: string; default?: boolean }
+
+/** How long a start from a page waits for the spawner to record it before showing the pending page. */
+const START_RECORDED_MS = 3000;
+/** How long a redirect to a just-ready server waits for the gateway's routing table to hold its route. */
+const ROUTE_WAIT_MS = 2000;
+
+type ShownState = 'running' | 'starting' | 'stopping' | 'failed' | 'stopped';
+
+export function shownState(r: ServerRecord | undefined): ShownState {
+  if (!r) return 'stopped';
+  return r.state === 'running' ? 'running' : r.state === 'spawn' ? 'starting' : r.state === 'stop' ? 'stopping' : r.state === 'failed' ? 'failed' : 'stopped';
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
+  const { config, spawner, servers, users, web } = deps;
+  const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
+  const profiles: Profile[] = Array.isArray((config.Spawner as Record<string, unknown>).profiles)
+    ? ((config.Spawner as Record<string, unknown>).profiles as Profile[]).filter((p) => p && typeof p.slug === 'string') : [];
+
+  const resourceOf = async (user: string, name: string) => {
+    const target = await users.get(user);
+    return target ? { kind: 'server' as const, user: target.name, name, groups: target.groups } : null;
+  };
+  const xsrf = (id: Identity) => hidden('_xsrf', web.xsrfFor(id.sessionId));
+  const postButton = (id: Identity, action: string, label: string, cls = '', extra = '') =>
+    `<form method="post" action="${escapeHtml(action)}" class="inline">${xsrf(id)}${extra}<button class="${cls}" data-action="${escapeHtml(label.toLowerCase())}">${escapeHtml(label)}</button></form>`;
+
+  function profileSelect(): string {
+    if (!profiles.length) return '';
+    const options = profiles.map((p) => `<option value="${escapeHtml(p.slug)}"${p.default ? ' selected' : ''}>${escapeHtml(p.display_name ?? p.slug)}${p.description ? ` — ${escapeHtml(p.description)}` : ''}</option>`).join('');
+    return `<label class="inline">Profile <select name="profile">${options}</select></label>`;
+  }
+
+  /** The user options a form chose (a profile), as the spawner takes them; '' reuses the last ones. */
+  function chosenOptions(f: URLSearchParams): string {
+    const slug = f.get('profile');
+    if (!profiles.length || slug === null) return '';
+    if (!profiles.some((p) => p.slug === slug)) throw errors.badRequest(`No such profile: ${slug.slice(0, 60)}`);
+    return JSON.stringify({ profile: slug });
+  }
+
+  /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
+  function actions(id: Identity, user: string, name: string, state: ShownState, groups: string[] = []): string {
+    const out: string[] = [];
+    if (state === 'running') out.push(`<a class="button primary" href="${escapeHtml(serverUrl(user, name))}" data-action="open">Open</a>`);
+    if (state === 'starting') out.push(`<a class="button" href="${escapeHtml(spawnPendingUrl(user, name))}" data-action="progress">Starting…</a>`);
+    if (state === 'stopped' || state === 'failed') out.push(postButton(id, spawnUrl(user, name), state === 'failed' ? 'Retry' : 'Start', 'primary'));
+    if (state === 'running' || state === 'starting') out.push(postButton(id, hubServerPath('stop', user, name), 'Stop'));
+    if (name && (state === 'stopped' || state === 'failed')) out.push(postButton(id, hubServerPath('delete', user, name), 'Delete', 'danger'));
+    out.push(shareButton(id, user, name, groups));
+    return `<div class="actions">${out.join('')}</div>`;
+  }
+
+  function failure(r: ServerRecord | undefined): string {
+    if (r?.state !== 'failed') return '';
+    for (let i = r.progress.length - 1; i >= 0; i--) if (r.progress[i].failed) return r.progress[i].message;
+    return 'The last start failed';
+  }
+
+  /** `groups`: the visitor's (group filters decide who may share); `shared`: the "Shared with me" section. */
+  function homePage(id: Identity, groups: string[], shared: string): string {
+    const me = id.owner.name;
+    const def = servers.get(me, '');
+    const defState = shownState(def);
+    const defFailure = failure(def);
+    const defaultCard = `<section class="card" id="default-server"><h2>Your server <span class="state ${defState}" data-state="${defState}">${defState}</span></h2>
+${defState === 'running' ? `<p class="muted">At <a href="${escapeHtml(serverUrl(me, ''))}">${escapeHtml(serverUrl(me, ''))}</a>, last active ${escapeHtml(ago(def!.last_activity))}</p>` : ''}
+${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(id, me, '', defState, groups)}</section>`;
+    if (!config.Hub.allow_named_servers) return defaultCard + shared;
+    const named = servers.of(me).filter((r) => r.name).sort((a, b) => a.name.localeCompare(b.name));
+    const rows = named.map((r) => {
+      const st = shownState(r);
+      const url = serverUrl(me, r.name);
+      return `<tr data-server="${escapeHtml(r.name)}"><td>${escapeHtml(r.name)}</td>` +
+        `<td>${st === 'running' ? `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` : `<span class="muted">${escapeHtml(url)}</span>`}</td>` +
+        `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${st === 'failed' ? `<div class="error">${escapeHtml(failure(r))}</div>` : ''}</td>` +
+        `<td>${actions(id, me, r.name, st, groups)}</td></tr>`;
+    }).join('');
+    const limit = config.Hub.named_server_limit_per_user;
+    const create = `<form method="post" action="/hub/spawn-named" id="create-server" class="actions">${xsrf(id)}
+<label class="inline">Name <input name="server" required maxlength="30" pattern="[a-z]([a-z0-9]|-(?!-))*" title="lowercase letters, digits and single hyphens, starting with a letter" placeholder="e.g. analysis-2"></label>${profileSelect()}
+<button class="primary">Create and start</button></form>${limit ? `<p class="muted">Up to ${limit} named servers.</p>` : ''}`;
+    return `${defaultCard}<section class="card" id="named-servers"><h2>Named servers</h2>
+<table><thead><tr><th>Name</th><th>URL</th><th>Last activity</th><th>State</th><th></th></tr></thead><tbody>${rows || '<tr><td colspan="5" class="muted">None yet.</td></tr>'}</tbody></table>
+<h2>New named server</h2>${create}</section>${shared}`;
+  }
+
+  /** Asks the spawner to start, and waits only until the start is recorded (not until the server is ready). */
+  async function start(id: Identity, user: string, name: string, options: string): Promise<void> {
+    const resource = await resourceOf(user, name);
+    if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
+    await refreshBeforeSpawn(deps, id.sessionId);
+    const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}` },
+      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000));
+    call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record
+    await new Promise<void>((resolve, reject) => {
+      let over = false;
+      const finish = (err?: unknown) => {
+        if (over) return;
+        over = true;
+        clearTimeout(timer);
+        unwatch();
+        if (err) reject(err);
+        else resolve();
+      };
+      const unwatch = servers.watch(resource.user, name, (r) => { if (r && (r.state === 'spawn' || r.state === 'running')) finish(); });
+      const timer = setTimeout(() => finish(), START_RECORDED_MS);
+      call.then(() => finish(), (e) => finish(e instanceof HubError && /already running|pending/.test(e.message) ? undefined : e));
+    });
+  }
+
+  async function stop(id: Identity, user: string, name: string, remove: boolean): Promise<void> {
+    const resource = await resourceOf(user, name);
+    if (!resource || !hasScope(id.scopes, 'delete:servers', resource)) throw errors.notFound(`No such user: ${user}`);
+    await spawner.stopServer({ user: resource.user, name, by: `user:${id.owner.name}`, remove },
+      within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000));
+    // a removed server takes what was shared of it along
+    if (remove) forgetGrantees(deps, (await deps.tokens.forgetServer({ owner: resource.user, server_name: name, by: `user:${id.owner.name}` })).affected);
+  }
+
+  /** The pending page: a bar fed by the progress stream (static/spawn.js); failure shows the message and Retry. */
+  function pendingPage(id: Identity, resource: { kind: 'server'; user: string; name: string; groups: string[] }, r: ServerRecord): string {
+    const { user, name } = resource;
+    const failed = r.state === 'failed';
+    const last = r.progress[r.progress.length - 1];
+    const what = name ? `server ${escapeHtml(name)}` : 'your server';
+    const mayStop = hasScope(id.scopes, 'delete:servers', resource);
+    // while starting, the stream replays every message from the first: the list starts empty
+    const log = failed ? r.progress.map((e) => `<li>${escapeHtml(e.message)}</li>`).join('') : '';
+    return `<p id="spawn-status">${failed ? `Starting ${what} failed.` : `Starting ${what}${user !== id.owner.name ? ` of ${escapeHtml(user)}` : ''}…`}</p>
+<div id="progress" class="progress ${failed ? 'failed' : 'indeterminate'}" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${last?.progress ?? 0}"><div class="bar"></div></div>
+<p id="progress-message">${escapeHtml(last?.message ?? 'Waiting for the spawner…')}</p>
+<ol class="log" id="progress-log">${log}</ol>
+<div id="spawn-failed" class="${failed ? '' : 'hidden'}"><p class="error" id="failure-message">${escapeHtml(failure(r))}</p>
+<div class="actions">${postButton(id, spawnUrl(user, name), 'Retry', 'primary')}<a class="button" href="/hub/home">Home</a></div></div>
+<div id="spawn-running" class="actions ${failed ? 'hidden' : ''}">${mayStop ? postButton(id, hubServerPath('stop', user, name), 'Stop') : ''}</div>`;
+  }
+
+  /** A just-ready server: wait (bounded) for this gateway's routing table to hold its route, so the browser is not bounced back here. */
+  async function toServer(reply: Reply, info: RequestInfo, user: string, name: string, location: string): Promise<void> {
+    const deadline = Date.now() + ROUTE_WAIT_MS;
+    while (deps.hasRoute && !deps.hasRoute(serverUrl(user, name)) && Date.now() < deadline && !reply.aborted) await sleep(50);
+    redirect(reply, location + (info.query ? `?${info.query}` : ''));
+  }
+
+  /** `/hub/user/<u>/<s>/…`: which server a path names (a second segment is a server only if that named server exists). */
+  function serverOfPath(user: string, second: string | undefined): string {
+    return second && config.Hub.allow_named_servers && servers.get(user, second) ? second : '';
+  }
+
+  return [
+    { method: 'GET', pattern: /^\/hub\/?$/, handle: (_i, reply) => redirect(reply, '/hub/home') },
+    {
+      method: 'GET', pattern: /^\/hub\/home$/,
+      async handle(info, reply) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const groups = (await users.get(id.owner.name))?.groups ?? [];
+        html(reply, 200, page('Home', homePage(id, groups, await sharedWithMe(deps, id)), nav(id)));
+      },
+    },
+    {
+      method: 'POST', pattern: /^\/hub\/spawn-named$/,
+      async handle(info, reply, body) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const f = form(body);
+        checkFormXsrf(info, id, f);
+        const name = (f.get('server') ?? '').trim();
+        if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+        const why = invalidServerNameReason(name);
+        if (why) throw errors.badRequest(`Invalid server name '${name.slice(0, 60)}': ${why}`);
+        if (servers.get(id.owner.name, name)) throw errors.badRequest(`You already have a server named '${name}'`);
+        await start(id, id.owner.name, name, chosenOptions(f));
+        redirect(reply, spawnPendingUrl(id.owner.name, name));
+      },
+    },
+    {
+      // the spawn form: Start (and a profile when the spawner offers choices); a running or starting server is followed instead
+      method: 'GET', pattern: /^\/hub\/spawn\/([^/]+)(?:\/([^/]+))?\/?$/,
+      async handle(info, reply, _b, [user, name = '']) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const resource = await resourceOf(user, name);
+        if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
+        const r = servers.get(resource.user, name);
+        if (r?.state === 'running') return redirect(reply, serverUrl(resource.user, name));
+        if (r?.state === 'spawn') return redirect(reply, spawnPendingUrl(resource.user, name));
+        const what = name ? `server <b>${escapeHtml(name)}</b>` : 'the server';
+        html(reply, 200, page('Start a server', `<p>Start ${what} of <b>${escapeHtml(resource.user)}</b>?</p>
+<form method="post" action="${escapeHtml(spawnUrl(resource.user, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start</button></form>`, nav(id)));
+      },
+    },
+    {
+      method: 'POST', pattern: /^\/hub\/spawn\/([^/]+)(?:\/([^/]+))?\/?$/,
+      async handle(info, reply, body, [user, name = '']) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const f = form(body);
+        checkFormXsrf(info, id, f);
+        await start(id, user, name, chosenOptions(f));
+        redirect(reply, spawnPendingUrl((await users.get(user))!.name, name));
+      },
+    },
+    {
+      method: 'GET', pattern: /^\/hub\/spawn-pending\/([^/]+)(?:\/([^/]+))?\/?$/,
+      async handle(info, reply, _b, [user, name = '']) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const resource = await resourceOf(user, name);
+        if (!resource || !hasScope(id.scopes, 'read:servers', resource)) throw errors.notFound(`No such user: ${user}`);
+        const r = servers.get(resource.user, name);
+        if (r?.state === 'running') return toServer(reply, info, resource.user, name, serverUrl(resource.user, name));
+        if (!r || (r.state !== 'spawn' && r.state !== 'failed')) return redirect(reply, `/hub${serverUrl(resource.user, name)}`);
+        html(reply, 200, page(r.state === 'failed' ? 'Start failed' : 'Starting…', pendingPage(id, resource, r), nav(id), {
+          scripts: ['spawn.js'],
+          data: { progress_url: progressUrl(resource.user, name), server_url: serverUrl(resource.user, name), failed: r.state === 'failed' },
+        }), [], { 'Cache-Control': 'no-store' });
+      },
+    },
+    ...(['stop', 'delete'] as const).map((verb): PageRoute => ({
+      method: 'POST', pattern: new RegExp(`^\\/hub\\/${verb}\\/([^/]+)(?:\\/([^/]*))?$`),
+      async handle(info, reply, body, [user, name = '']) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        checkFormXsrf(info, id, form(body));
+        if (verb === 'delete' && !name) throw errors.badRequest('Only named servers can be deleted');
+        await stop(id, user, name, verb === 'delete');
+        redirect(reply, '/hub/home');
+      },
+    })),
+    {
+      // Where the proxy sends a browser for a server without a route: follows a start, or offers one.
+      method: 'GET', pattern: /^\/hub\/user\/([^/]+)(?:\/([^/]*))?(?:\/.*)?$/,
+      async handle(info, reply, _b, [user, second]) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        const target = await users.get(user);
+        if (!target) throw errors.notFound(`No such user: ${user}`);
+        const name = serverOfPath(target.name, second);
+        const r = servers.get(target.name, name);
+        const resource = { kind: 'server' as const, user: target.name, name, groups: target.groups };
+        // running (the route not yet here): to the server, whose own login decides who may use it
+        if (r?.state === 'running') return toServer(reply, info, target.name, name, info.path.slice('/hub'.length));
+        if ((r?.state === 'spawn' || r?.state === 'failed') && hasScope(id.scopes, 'read:servers', resource)) return redirect(reply, spawnPendingUrl(target.name, name));
+        const label = name ? `Server ${escapeHtml(name)} of ${escapeHtml(target.name)}` : target.name === id.owner.name ? 'Your server' : `The server of ${escapeHtml(target.name)}`;
+        const offer = hasScope(id.scopes, 'start:servers', resource)
+          ? `<form method="post" action="${escapeHtml(spawnUrl(target.name, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start ${name ? 'it' : 'your server'}</button><a class="button" href="/hub/home">Home</a></form>`
+          : '<p><a class="button" href="/hub/home">Home</a></p>';
+        html(reply, 503, page('Server not running', `<p id="not-running">${label} is not running.</p>${offer}`, nav(id)));
+      },
+    },
+  ];
+}

@@ -1,0 +1,99 @@
+// The shared look and the headers every hub page carries, in a real browser: one stylesheet served by
+// the hub, the top bar, no request leaving the hub, and no page of another origin able to frame it.
+import test from 'ava';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { runHubCommand, startHub, type HubUnderTest } from '../harness.js';
+import { launchBrowser, login, newPage, screenshot, type Browser } from './browser.js';
+
+let hub: HubUnderTest;
+let browser: Browser;
+
+test.before(async () => {
+  [hub, browser] = await Promise.all([
+    startHub({
+      config: {
+        Hub: {
+          authenticator_class: 'dummy',
+          services: [
+            { name: 'notes (beta)', url: 'http://127.0.0.1:9', api_token: 'svc-token-0123456789' },
+            { name: 'hidden', url: 'http://127.0.0.1:9', api_token: 'svc-token-9876543210', display: false },
+            { name: 'no-url', api_token: 'svc-token-5555555555' },
+          ],
+        },
+        DummyAuthenticator: { password: 'pw' }, Authenticator: { admin_users: ['boss'] },
+      },
+    }),
+    launchBrowser(),
+  ]);
+});
+test.after.always(async () => {
+  await browser?.close();
+  await hub?.stop();
+});
+
+test('look: login and home share one stylesheet from the hub, nothing from elsewhere', async (t) => {
+  const { context, page, errors } = await newPage(browser);
+  const outside: string[] = [];
+  page.on('request', (r) => { if (!r.url().startsWith(hub.url)) outside.push(r.url()); });
+  await page.goto(`${hub.url}/hub/login`);
+  await screenshot(page, 'login');
+  const css = await page.evaluate(() => [...document.styleSheets].map((s) => s.href));
+  t.is(css.length, 1);
+  t.true(css[0]!.startsWith(`${hub.url}/hub/static/hub.css`));
+  await login(page, hub.url, 'boss', 'pw');
+  t.is(new URL(page.url()).pathname, '/hub/home');
+  t.true(await page.isVisible('header.topbar a[href="/hub/admin"]'), 'an admin sees Admin');
+  t.true(await page.isVisible('#logout'));
+  await screenshot(page, 'home-admin');
+  // the Services menu lists services with a url and display true, linked to their prefix
+  await page.click('#services-menu summary');
+  const services = await page.$$eval('#services-menu a', (as) => as.map((a) => [a.textContent, a.getAttribute('href')]));
+  t.deepEqual(services, [['notes (beta)', '/services/notes%20%28beta%29/']]);
+  await page.goto(`${hub.url}/hub/spawn/boss`);
+  t.true(await page.isVisible('button[data-action=start]'));
+  await screenshot(page, 'spawn-form');
+  t.deepEqual(outside, []);
+  t.deepEqual(errors, []);
+  await page.click('#logout');
+  await page.waitForURL(/\/hub\/logout$/);
+  await screenshot(page, 'logout');
+  await page.goto(`${hub.url}/hub/home`);
+  t.is(new URL(page.url()).pathname, '/hub/login', 'signed out');
+  await context.close();
+});
+
+test('look: every hub answer carries CSP with frame-ancestors, nosniff and a referrer policy', async (t) => {
+  for (const path of ['/hub/login', '/hub/home', '/hub/nowhere', '/hub/api/', '/']) {
+    const r = await fetch(`${hub.url}${path}`, { redirect: 'manual', headers: { accept: 'text/html' } });
+    t.regex(r.headers.get('content-security-policy') ?? '', /frame-ancestors 'self'/, path);
+    t.is(r.headers.get('x-content-type-options'), 'nosniff', path);
+    t.truthy(r.headers.get('referrer-policy'), path);
+  }
+});
+
+test('look: a page of another origin cannot frame the hub', async (t) => {
+  // another origin: a different port on 127.0.0.1 serving a page that frames the hub's login
+  const evil = http.createServer((_q, s) => s.end(`<!doctype html><iframe id="f" src="${hub.url}/hub/login"></iframe>`));
+  await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+  try {
+    const { context, page } = await newPage(browser);
+    const blocked = page.waitForEvent('console', { predicate: (m) => /frame-ancestors|Refused to frame/i.test(m.text()), timeout: 10_000 }).then(() => true, () => false);
+    await page.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+    t.true(await blocked, 'chromium reports the frame refused');
+    const frame = page.frames().find((f) => f !== page.mainFrame());
+    const framedForm = await frame?.$('input[name=username]').catch(() => null);
+    t.falsy(framedForm, 'the login form is not rendered inside the other site');
+    await context.close();
+  } finally {
+    evil.close();
+  }
+});
+
+test('look: Hub.extra_headers is validated: a bad header name or a value with a newline stops the hub, naming it', async (t) => {
+  const bad = await runHubCommand(['--Hub.extra_headers={"Bad Name":"x","X-Ok":"a\\nb","Set-Cookie":"a=b"}']);
+  t.is(bad.code, 2);
+  t.regex(bad.stderr, /Hub\.extra_headers: "Bad Name" is not a valid header name/);
+  t.regex(bad.stderr, /Hub\.extra_headers "X-Ok": the value must be one line/);
+  t.regex(bad.stderr, /Set-Cookie is set by the hub/);
+});
