@@ -257,8 +257,13 @@ test.serial('shares: removing the server, the grantee or the owner takes the sha
   t.is((await api('POST', '/shares/alice/lab', { token: token.alice, body: { user: 'frank' } })).status, 200);
   t.true((await scopesOf('frank')).includes('access:servers!server=alice/lab'));
   t.is((await api('POST', '/share-codes/alice/lab', { token: token.alice, body: {} })).status, 200);
+  // stopped, it is kept (a named server stays until removed), and so are its shares
+  t.true([202, 204].includes((await api('DELETE', '/users/alice/servers/lab', { token: token.alice })).status));
+  t.true((await scopesOf('frank')).includes('access:servers!server=alice/lab'), 'a stop keeps the shares');
+  t.is((await api('POST', '/shares/alice/lab', { token: token.alice, body: { user: 'bob' } })).status, 200, 'a stopped named server can be shared');
   t.true([202, 204].includes((await api('DELETE', '/users/alice/servers/lab', { token: token.alice, body: { remove: true } })).status));
   t.false((await scopesOf('frank')).includes('access:servers!server=alice/lab'));
+  t.false((await scopesOf('bob')).includes('access:servers!server=alice/lab'));
   t.is((await api('GET', '/shares/alice/lab', { token: token.alice })).body._pagination.total, 0);
   t.is((await api('GET', '/share-codes/alice/lab', { token: token.alice })).body._pagination.total, 0);
 

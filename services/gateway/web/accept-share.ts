@@ -8,7 +8,7 @@ import { serverUrl } from '../../../shared/servers.js';
 import { forgetGrantees } from '../api/shares.js';
 import type { Identity } from '../caches.js';
 import type { Reply } from '../http.js';
-import { escapeHtml, hidden, page } from './html.js';
+import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 import { localPath } from './redirects.js';
 
@@ -50,7 +50,7 @@ export function acceptShareRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const next = localPath(q.get('next')) ?? '';
         const scopes = c.scopes.map((s) => `<li><code>${escapeHtml(s)}</code>: ${escapeHtml(SCOPE_DEFINITIONS[s.split('!')[0]]?.description ?? '')}</li>`).join('');
         show(reply, 200, 'Accept a share', `<p><b>${escapeHtml(c.owner)}</b> shares ${escapeHtml(serverLabel(c.owner, c.server_name))} with you
-(<code>${escapeHtml(serverUrl(c.owner, c.server_name))}</code>), until ${escapeHtml(c.expires_at)}. Accepting gives you:</p><ul>${scopes}</ul>
+(<code>${escapeHtml(serverUrl(c.owner, c.server_name))}</code>); the offer ends <span title="${escapeHtml(c.expires_at)}">${escapeHtml(ago(c.expires_at))}</span>, and so does the access it gives:</p><ul>${scopes}</ul>
 <form method="post" action="${escapeHtml(ACCEPT_SHARE_PATH)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${hidden('code', code)}${hidden('next', next)}
 <div class="actions"><button type="submit" class="primary" data-action="accept">Accept</button><a class="button" href="/hub/home">Cancel</a></div></form>`, id);
       },

@@ -70,7 +70,7 @@ export function sharePages(deps: PageDeps, kit: PageKit): PageRoute[] {
       `<form method="post" action="${action}" class="inline">${xsrf}${fields}<button class="${cls}" data-action="${escapeHtml(label.toLowerCase())}">${escapeHtml(label)}</button></form>`;
     const who = (sh: Share) => `${sh.grantee?.kind === 'group' ? 'group ' : ''}${sh.grantee?.name ?? ''}`;
     const shareRows = shares.map((sh) => `<tr data-grantee="${escapeHtml(`${sh.grantee?.kind}:${sh.grantee?.name}`)}"><td>${escapeHtml(who(sh))}</td>` +
-      `<td>${sh.scopes.map((x) => `<code>${escapeHtml(x.split('!')[0])}</code>`).join(' ')}</td><td>${escapeHtml(sh.expires_at ? `until ${sh.expires_at}` : ago(sh.created_at))}</td>` +
+      `<td>${sh.scopes.map((x) => `<code>${escapeHtml(x.split('!')[0])}</code>`).join(' ')}</td><td>${escapeHtml(sh.expires_at ? `until ${ago(sh.expires_at).replace(/^in /, '')} from now` : ago(sh.created_at))}</td>` +
       `<td>${post(hidden('op', 'revoke') + hidden('kind', sh.grantee?.kind ?? '') + hidden('name', sh.grantee?.name ?? ''), 'Revoke', 'danger')}</td></tr>`).join('');
     const codeRows = codes.map((c) => `<tr data-code="${escapeHtml(c.id)}"><td><code>${escapeHtml(c.id)}</code></td><td>expires ${escapeHtml(ago(c.expires_at))}</td>` +
       `<td>used ${c.exchange_count} time${c.exchange_count === 1 ? '' : 's'}</td><td>${post(hidden('op', 'revoke-code') + hidden('id', c.id), 'Revoke', 'danger')}</td></tr>`).join('');
@@ -129,8 +129,10 @@ export function sharePages(deps: PageDeps, kit: PageKit): PageRoute[] {
               owner: s.user, server_name: s.name, has_scopes: false, scopes: [], expires_in: expiresIn, requester_scopes: [...id.scopes], by,
             });
             // the code exists only in this answer: shown once, never stored in a cookie or a redirect
-            const link = `${deps.config.Hub.public_url.replace(/\/+$/, '')}${acceptShareUrl(r.code)}`;
-            return render(reply, id, s, 200, `<p class="notice" id="new-link">Send this link (shown once, expires ${escapeHtml(r.model!.expires_at)}):<br><code id="share-link">${escapeHtml(link)}</code></p>`);
+            // a link to send must be whole: Hub.public_url, else the address this browser used to reach the hub
+            const base = deps.config.Hub.public_url.replace(/\/+$/, '') || `${web.isSecure(info) ? 'https' : 'http'}://${info.headers.host ?? '127.0.0.1'}`;
+            const link = `${base}${acceptShareUrl(r.code)}`;
+            return render(reply, id, s, 200, `<p class="notice" id="new-link">Send this link (shown once here; it expires ${escapeHtml(ago(r.model!.expires_at))}):<br><code id="share-link">${escapeHtml(link)}</code></p>`);
           } else if (op === 'revoke-code') {
             await tokens.deleteShareCodes({ owner: s.user, server_name: s.name, id: f.get('id') || 'none', code: '', by });
           } else {
