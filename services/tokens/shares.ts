@@ -204,7 +204,8 @@ export function createShareHandlers({ store, audit, log, lookupUser, groupMember
 
     async revokeShare(r: { owner: string; server_name: string; grantee: SentGrantee; has_scopes: boolean; scopes: string[]; by: string }) {
       const grantee = granteeOf(r.grantee);
-      const revoked = r.has_scopes ? shareBases(r.scopes, r.owner, r.server_name) : null;
+      // no scopes listed (absent or empty): everything goes
+      const revoked = r.has_scopes && r.scopes.length ? shareBases(r.scopes, r.owner, r.server_name) : null;
       const row = await store.share(r.owner, r.server_name, grantee.kind, grantee.name, isoNow());
       if (!row) return { found: false, affected: [] };
       const remaining = revoked === null ? [] : bases(row).filter((b) => !revoked.includes(b));

@@ -58,7 +58,9 @@ test.serial('singleuser: the default server serves its owner and those granted a
     const rec = (await serverRecord(hub.natsUrl, 'owner'))!;
     const base = `${rec.target}/user/owner/`;
     t.is((await fetch(`${base}api`)).status, 200);
-    t.is((await fetch(base)).status, 403, 'no credentials');
+    // without credentials a page GET is sent to log in through the hub (its API paths get a 403)
+    t.is((await fetch(base, { redirect: 'manual' })).status, 302, 'no credentials: to the hub\'s login');
+    t.is((await fetch(`${base}api/status`)).status, 403, 'no credentials on the API');
     t.is((await fetch(base, { headers: { authorization: `token ${strangerToken}` } })).status, 403, 'another user');
     const own = await fetch(`${base}api/status`, { headers: { authorization: `token ${ownerToken}` } });
     t.is(own.status, 200);
