@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import type { AuditPublisher } from '../shared/audit.js';
 import type { HubConfig } from '../shared/config.js';
 import { HubError } from '../shared/errors.js';
+import { createLogger } from '../shared/log.js';
 import { storePath } from '../shared/paths.js';
 
 /** No hub, no NATS: the change cannot be published (see OFFLINE_NOTE). */
@@ -38,7 +39,16 @@ export async function openOffline(config: HubConfig) {
       const { createTokenHandlers } = await import('../services/tokens/handlers.js');
       tokenStore ??= await TokenStore.open(storePath(dataDir, 'tokens'));
       return createTokenHandlers({
-        config, store: tokenStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS,
+        config, store: tokenStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, log: createLogger('cli', 'warn'),
+        // shares through groups need the auth store; offline verbs never change shares
+        groupMembers: async (name) => {
+          try {
+            return (await users.getGroup({ name })).users;
+          } catch (e) {
+            if (e instanceof HubError && e.status === 404) return null;
+            throw e;
+          }
+        },
         lookupUser: async (name) => {
           try {
             return await users.getUser({ name });

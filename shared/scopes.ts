@@ -460,7 +460,16 @@ export function missingScopes(
   ctx: IntersectContext = {},
 ): string[] {
   const granted = intersectScopes(wanted, held, ctx);
-  return [...wanted].filter((s) => !granted.has(s)).sort();
+  const index = indexOf(granted);
+  // a filtered scope wanted beside its unfiltered form (`read:users:name!user=bob` and `read:users:name`) is covered by it
+  return [...wanted].filter((s) => !granted.has(s) && !literallyCovered(index, s)).sort();
+}
+
+function literallyCovered(index: ScopeIndex, s: string): boolean {
+  const syntax = splitScope(s);
+  const grant = syntax && !syntax.bare ? index.get(syntax.base) : undefined;
+  if (grant === undefined) return false;
+  return grant === 'all' || (syntax!.kind !== undefined && grant[syntax!.kind as FilterKind].has(syntax!.value!));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -473,11 +482,14 @@ export function identifyScopes(owner: ScopeOwner): string[] {
     : [`read:services:name!service=${owner.name}`];
 }
 
+/** `base` limited to one server (`<base>!server=<user>/<name>`): server tokens, OAuth clients and shares. */
+export function scopeOnServer(base: string, user: string, name: string): string {
+  return `${base}!server=${serverKey(user, name)}`;
+}
+
 /** A token from a server's or service's OAuth client is good for reaching that client. */
 export function accessScopeFor(issuer: ScopeIssuer): string {
-  return issuer.kind === 'server'
-    ? `access:servers!server=${serverKey(issuer.user, issuer.name)}`
-    : `access:services!service=${issuer.name}`;
+  return issuer.kind === 'server' ? scopeOnServer('access:servers', issuer.user, issuer.name) : `access:services!service=${issuer.name}`;
 }
 
 export interface TokenScopeContext extends IntersectContext {

@@ -19,7 +19,7 @@ export const EVENTS = {
   group: ['created', 'updated', 'deleted'],
   session: ['revoked'],
   token: ['revoked'],
-  /** an owner's effective scopes changed (admin flag, groups, roles, deletion): identities resolved for it are stale */
+  /** an owner's effective scopes changed (admin flag, groups, roles, shares, deletion): identities resolved for it are stale */
   owner: ['changed'],
   server: ['spawning', 'ready', 'adopted', 'stopping', 'stopped', 'failed'],
   /** proxied traffic per route, from the gateways */

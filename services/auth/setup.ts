@@ -10,6 +10,7 @@ import { errors } from '../../shared/errors.js';
 import type { Logger } from '../../shared/log.js';
 import { SETUP_CODE_MESSAGE, type SetupCodeMessage } from '../../shared/ready-line.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
+import type { UserModel } from './handlers.js';
 import type { AuthStore } from './store.js';
 
 /** Crockford's base32 without look-alikes: easy to read from a terminal and type. */
@@ -28,7 +29,7 @@ export interface SetupDeps {
   log: Logger;
   ensureUser: (name: string, admin: boolean) => Promise<void>;
   setPassword: (r: { name: string; password: string; by: string }) => Promise<unknown>;
-  getUser: (r: { name: string }) => Promise<{ name: string; admin: boolean; groups: string[]; created: string; last_activity: string }>;
+  getUser: (r: { name: string }) => Promise<UserModel>;
 }
 
 export async function createFirstAdminSetup({ config, store, audit, log, ensureUser, setPassword, getUser }: SetupDeps) {

@@ -61,7 +61,8 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
     const r = await tokens.resolveToken({ token }, requestId ? { request: { requestId } } : undefined);
     if (!r.found) return null;
     const identity: Identity = { owner: r.owner as Owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
-    cache.set(key, identity, r.expires_at_ms || Infinity);
+    // kept until the token expires, or a share among its scopes does (the tokens actor also announces that)
+    cache.set(key, identity, Math.min(r.expires_at_ms || Infinity, r.scopes_until_ms || Infinity));
     return identity;
   }
 

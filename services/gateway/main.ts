@@ -15,6 +15,7 @@ import { createScraper, supervisorGauges } from './metrics.js';
 import { createServerMirror } from './servers.js';
 import { createTokenActivity } from './token-activity.js';
 import { adminRoutes } from './web/admin.js';
+import { acceptShareRoutes } from './web/accept-share.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
 import { createPages } from './web/pages.js';
@@ -69,7 +70,7 @@ await runActor('gateway', async (ctx) => {
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
-    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit)]);
+    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
   // a scrape waits for every actor at most as long as /hub/health does
   const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);

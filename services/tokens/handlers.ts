@@ -1,6 +1,7 @@
 // The tokens actor's operations: resolving a token to its owner and effective scopes, and the token
 // lifecycle. Owner scopes come from roles (shared/roles.ts) and the owner's current admin flag and
-// groups (asked of the auth actor, cached until an event says they changed).
+// groups (asked of the auth actor, cached until an event says they changed), plus the user's live shares
+// (shares.ts: granted to them or to one of their groups).
 import type { AuditPublisher } from '../../shared/audit.js';
 import { currentRequest } from '../../shared/context.js';
 import type { CallContext } from '../../shared/contracts/index.js';
@@ -13,6 +14,8 @@ import {
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix, verifySecret } from '../../shared/secrets.js';
 import { isoNow } from '../../shared/time.js';
 import type { HubConfig } from '../../shared/config.js';
+import type { Logger } from '../../shared/log.js';
+import { createShareHandlers, scopesOfShares } from './shares.js';
 import type { TokenRow, TokenStore } from './store.js';
 
 export interface Owner { kind: 'user' | 'service'; name: string }
@@ -30,6 +33,9 @@ export interface TokensDeps {
   audit: AuditPublisher;
   /** the user's admin flag and groups, from the auth actor; null when there is no such user */
   lookupUser: (name: string) => Promise<UserFacts | null>;
+  /** a group's members, from the auth actor; null when there is no such group */
+  groupMembers: (name: string) => Promise<string[] | null>;
+  log: Logger;
   /** tells every gateway that cached resolutions are stale: of one token, of one owner, or all */
   announce: Announce;
 }
@@ -57,26 +63,35 @@ export function expiryFromNow(expiresIn: number): string | null {
   return new Date(at).toISOString();
 }
 
-export function createTokenHandlers({ config, store, audit, lookupUser, announce }: TokensDeps) {
+interface OwnerInfo { roles: string[]; scopes: Set<string>; /** 0, or when a share in `scopes` expires */ untilMs: number }
+
+export function createTokenHandlers({ config, store, audit, lookupUser, groupMembers, log, announce }: TokensDeps) {
   const book = roleBook(config);
   const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
-  /** owner key → roles and expanded scopes; dropped when the owner changes */
-  const ownerCache = new Map<string, { roles: string[]; scopes: Set<string> } | null>();
+  /** owner key → roles and expanded scopes; dropped when the owner changes (or a share in them expires) */
+  const ownerCache = new Map<string, OwnerInfo | null>();
 
   const keyOf = (o: Owner) => `${o.kind}:${o.name}`;
 
-  async function ownerInfo(owner: Owner): Promise<{ roles: string[]; scopes: Set<string> } | null> {
+  async function ownerInfo(owner: Owner): Promise<OwnerInfo | null> {
     const key = keyOf(owner);
-    if (ownerCache.has(key)) return ownerCache.get(key)!;
-    let roles: string[] | null = null;
+    const hit = ownerCache.get(key);
+    if (hit === null || (hit && (!hit.untilMs || hit.untilMs > Date.now()))) return hit;
+    let info: OwnerInfo | null = null;
     if (owner.kind === 'service') {
       const svc = services.get(owner.name);
-      roles = svc ? rolesOfService(book, svc) : null;
+      const roles = svc ? rolesOfService(book, svc) : null;
+      info = roles ? { roles, scopes: scopesOfRoles(book, roles, owner), untilMs: 0 } : null;
     } else {
       const facts = await lookupUser(owner.name);
-      roles = facts ? rolesOfUser(book, facts) : null;
+      if (facts) {
+        const roles = rolesOfUser(book, facts);
+        const scopes = scopesOfRoles(book, roles, owner);
+        const shared = scopesOfShares(await store.sharesFor(facts.name, facts.groups, isoNow()));
+        for (const s of shared.scopes) scopes.add(s);
+        info = { roles, scopes, untilMs: shared.untilMs };
+      }
     }
-    const info = roles ? { roles, scopes: scopesOfRoles(book, roles, owner) } : null;
     ownerCache.set(key, info);
     return info;
   }
@@ -95,6 +110,10 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     const p = pendingUse.get(row.id);
     return p && (!row.last_activity || p > row.last_activity) ? p : row.last_activity ?? '';
   };
+  const shares = createShareHandlers({
+    store, audit, log, lookupUser, groupMembers,
+    forgetUsers: (names) => { for (const name of names) forgetOwner({ kind: 'user', name }); },
+  });
 
   const rawScopes = (row: TokenRow): string[] => JSON.parse(row.scopes);
   const isExpired = (row: TokenRow) => row.expires_at !== null && row.expires_at <= isoNow();
@@ -126,7 +145,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     return undefined;
   }
 
-  async function mustOwnerExist(owner: Owner): Promise<{ roles: string[]; scopes: Set<string> }> {
+  async function mustOwnerExist(owner: Owner): Promise<OwnerInfo> {
     const info = await ownerInfo(owner);
     if (!info) throw errors.notFound(`No such ${owner.kind}: ${owner.name}`, owner.kind === 'user' ? 'HUB_ERR_USER_NOT_FOUND' : 'HUB_ERR_SERVICE_NOT_FOUND');
     return info;
@@ -147,23 +166,26 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     ownerInfo,
     findByToken,
     register,
+    shares,
 
     async resolveToken(r: { token: string }) {
       const none = { found: false };
       if (typeof r.token !== 'string' || r.token.length < 8 || r.token.length > 512) return none;
       const row = await findByToken(r.token);
       if (!row) return none;
-      const scopes = await effectiveScopes(row);
-      if (!scopes) return none; // its owner is gone
+      const owner: Owner = { kind: row.owner_kind, name: row.owner_name };
+      const info = await ownerInfo(owner);
+      if (!info) return none; // its owner is gone
+      const scopes = effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes });
       return {
-        found: true, owner: { kind: row.owner_kind, name: row.owner_name }, token_id: tokenId(row), scopes: [...scopes],
-        expires_at_ms: row.expires_at ? Date.parse(row.expires_at) : 0, session_id: row.session_id ?? '',
+        found: true, owner, token_id: tokenId(row), scopes: [...scopes],
+        expires_at_ms: row.expires_at ? Date.parse(row.expires_at) : 0, session_id: row.session_id ?? '', scopes_until_ms: info.untilMs,
       };
     },
 
     async ownerScopes(sent: SentOwner) {
       const info = await mustOwnerExist(ownerOf(sent));
-      return { roles: info.roles, scopes: [...info.scopes] };
+      return { roles: info.roles, scopes: [...info.scopes], scopes_until_ms: info.untilMs };
     },
 
     async createToken(sent: {
@@ -316,19 +338,23 @@ export function createTokenHandlers({ config, store, audit, lookupUser, announce
     async onUserEvent(change: string, body: { name: string; renamed_to?: string; users?: string[]; by?: string }) {
       if (change === 'deleted' && body.renamed_to) {
         await store.renameOwner('user', body.name, body.renamed_to);
+        await shares.renameUser(body.name, body.renamed_to);
         forgetOwner({ kind: 'user', name: body.name });
         forgetOwner({ kind: 'user', name: body.renamed_to });
       } else if (change === 'deleted') {
         const ids = await store.deleteOwner('user', body.name);
         if (ids.length) void audit.publish('token', 'delete', { who: body.by || 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
+        await shares.forgetUser(body.name); // their servers' grantees lose access, shares to them go
       } else if (change === 'created' || change === 'updated') {
         forgetOwner({ kind: 'user', name: body.name });
       } // `activity` changes nothing a token may do
     },
 
-    onGroupEvent(body: { users?: string[] }) {
+    /** Membership changes and deletions change the members' scopes (group roles, group shares). */
+    async onGroupEvent(change: string, body: { name: string; users?: string[] }) {
       for (const name of body.users ?? []) forgetOwner({ kind: 'user', name });
+      if (change === 'deleted') await shares.forgetGroup(body.name);
     },
 
     async purgeExpired(): Promise<void> {

@@ -11,6 +11,16 @@ import { TokenStore } from './store.js';
 
 const HOUR_MS = 3_600_000;
 
+/** The auth actor's answer, or null when it says there is no such user or group. */
+async function orNullWhenAbsent<T>(p: Promise<T>): Promise<T | null> {
+  try {
+    return await p;
+  } catch (e) {
+    if ((e as HubError).status === 404) return null;
+    throw e;
+  }
+}
+
 await runActor('tokens', async (ctx) => {
   const store = await TokenStore.open(storePath(ctx.config.Hub.data_dir, 'tokens'));
   const auth = createGrpcClient('auth', grpcSocketPath(ctx.config.Hub.data_dir, 'auth'), ctx.rpcTimeoutMs);
@@ -18,22 +28,18 @@ await runActor('tokens', async (ctx) => {
     config: ctx.config,
     store,
     audit: ctx.audit,
-    lookupUser: async (name) => {
-      try {
-        return await auth.getUser({ name });
-      } catch (e) {
-        if ((e as HubError).status === 404) return null;
-        throw e;
-      }
-    },
+    lookupUser: (name) => orNullWhenAbsent(auth.getUser({ name })),
+    groupMembers: async (name) => (await orNullWhenAbsent(auth.getGroup({ name })))?.users ?? null,
+    log: ctx.log,
     announce: createAnnouncer(ctx.nc),
   });
 
   const subs = [
     ctx.nc.subscribe(subjects.eventsOf('user'), { callback: (_e, m) => void h.onUserEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.user_event.failed', err }, 'user event not applied')) }),
-    ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => h.onGroupEvent(decodeJson(m.data)) }),
+    ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => void h.onGroupEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.group_event.failed', err }, 'group event not applied')) }),
   ];
   await registerConfiguredTokens(ctx, h, store, auth);
+  await h.shares.start();
   const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
   purge.unref();
   const flushUse = setInterval(() => void h.flushUse().catch((err) => ctx.log.error({ event: 'tokens.activity.flush_failed', err }, 'token activity not written')),
@@ -46,10 +52,14 @@ await runActor('tokens', async (ctx) => {
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
       RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
       IssueUserToken: h.issueUserToken,
+      GrantShare: h.shares.grantShare, RevokeShare: h.shares.revokeShare, DeleteShares: h.shares.deleteShares, ListShares: h.shares.listShares,
+      ForgetServer: h.shares.forgetServer, CreateShareCode: h.shares.createShareCode, ListShareCodes: h.shares.listShareCodes,
+      DeleteShareCodes: h.shares.deleteShareCodes, PeekShareCode: h.shares.peekShareCode, ExchangeShareCode: h.shares.exchangeShareCode,
     },
     // gateways publish token uses here once a second (services/gateway/token-activity.ts)
     nats: { activity: (body) => h.noteUse(body as { tokens?: Record<string, string> }) },
     close: async () => {
+      h.shares.stop();
       clearInterval(purge);
       clearInterval(flushUse);
       await h.flushUse();

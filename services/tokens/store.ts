@@ -1,4 +1,5 @@
-// The tokens actor's own store: API tokens as prefix + salted hash. The only file with SQL for them.
+// The tokens actor's own store: API tokens as prefix + salted hash, and the shares and share codes that add
+// to a grantee's scopes. The only file with SQL for them.
 import { Store } from '../../shared/store.js';
 
 const MIGRATIONS = [
@@ -19,7 +20,49 @@ const MIGRATIONS = [
    );
    CREATE INDEX tokens_by_prefix ON tokens(prefix);
    CREATE INDEX tokens_by_owner ON tokens(owner_kind, owner_name);`,
+  // Shares keep scope *bases*: the filter (!server=<owner>/<server>) follows from the row, so a rename cannot leave it stale.
+  `CREATE TABLE shares (
+     id INTEGER PRIMARY KEY,
+     owner TEXT NOT NULL,
+     server_name TEXT NOT NULL,
+     grantee_kind TEXT NOT NULL CHECK (grantee_kind IN ('user', 'group')),
+     grantee TEXT NOT NULL,
+     scopes TEXT NOT NULL,            -- JSON list of scope bases
+     created_at TEXT NOT NULL,
+     created_by TEXT NOT NULL,
+     expires_at TEXT,                 -- a share from a code ends with the code
+     UNIQUE (owner, server_name, grantee_kind, grantee)
+   );
+   CREATE INDEX shares_by_grantee ON shares(grantee_kind, grantee);
+   CREATE INDEX shares_by_expiry ON shares(expires_at) WHERE expires_at IS NOT NULL;
+   CREATE TABLE share_codes (
+     id INTEGER PRIMARY KEY,
+     prefix TEXT NOT NULL,
+     hashed TEXT NOT NULL,
+     owner TEXT NOT NULL,
+     server_name TEXT NOT NULL,
+     scopes TEXT NOT NULL,            -- JSON list of scope bases
+     created_at TEXT NOT NULL,
+     created_by TEXT NOT NULL,
+     expires_at TEXT NOT NULL,
+     exchange_count INTEGER NOT NULL DEFAULT 0,
+     last_exchanged_at TEXT
+   );
+   CREATE INDEX share_codes_by_prefix ON share_codes(prefix);
+   CREATE INDEX share_codes_by_server ON share_codes(owner, server_name);`,
 ];
+
+export interface ShareRow {
+  id: number; owner: string; server_name: string; grantee_kind: 'user' | 'group'; grantee: string; scopes: string;
+  created_at: string; created_by: string; expires_at: string | null;
+}
+
+export interface ShareCodeRow {
+  id: number; prefix: string; hashed: string; owner: string; server_name: string; scopes: string; created_at: string;
+  created_by: string; expires_at: string; exchange_count: number; last_exchanged_at: string | null;
+}
+
+const LIVE = '(expires_at IS NULL OR expires_at > ?)';
 
 export interface TokenRow {
   id: number; prefix: string; hashed: string; owner_kind: 'user' | 'service'; owner_name: string; scopes: string;
@@ -104,5 +147,151 @@ export class TokenStore {
         await this.db.run('UPDATE tokens SET last_activity = ? WHERE id = ? AND (last_activity IS NULL OR last_activity < ?)', [at, id, at]);
       }
     });
+  }
+
+  // ---- shares ------------------------------------------------------------
+
+  /** Shares not expired at `now`, of one server or of all an owner's servers. */
+  sharesOf(owner: string, serverName: string | null, now: string): Promise<ShareRow[]> {
+    return serverName === null
+      ? this.db.all<ShareRow>(`SELECT * FROM shares WHERE owner = ? AND ${LIVE} ORDER BY server_name, created_at, id`, [owner, now])
+      : this.db.all<ShareRow>(`SELECT * FROM shares WHERE owner = ? AND server_name = ? AND ${LIVE} ORDER BY created_at, id`, [owner, serverName, now]);
+  }
+
+  /** Shares granted to a user directly or to any of the given groups, not expired at `now`. */
+  async sharesFor(user: string | null, groups: readonly string[], now: string): Promise<ShareRow[]> {
+    const clauses: string[] = [];
+    const params: string[] = [];
+    if (user !== null) {
+      clauses.push("(grantee_kind = 'user' AND grantee = ?)");
+      params.push(user);
+    }
+    if (groups.length) {
+      clauses.push(`(grantee_kind = 'group' AND grantee IN (${groups.map(() => '?').join(', ')}))`);
+      params.push(...groups);
+    }
+    if (!clauses.length) return [];
+    return this.db.all<ShareRow>(`SELECT * FROM shares WHERE (${clauses.join(' OR ')}) AND ${LIVE} ORDER BY created_at, id`, [...params, now]);
+  }
+
+  share(owner: string, serverName: string, kind: string, grantee: string, now: string): Promise<ShareRow | undefined> {
+    return this.db.get<ShareRow>(`SELECT * FROM shares WHERE owner = ? AND server_name = ? AND grantee_kind = ? AND grantee = ? AND ${LIVE}`,
+      [owner, serverName, kind, grantee, now]);
+  }
+
+  /**
+   * Creates the share or merges scopes into it, in one transaction. `expiresAt` null makes it permanent; a later expiry
+   * extends an expiring one. An expired row left behind counts as absent.
+   */
+  upsertShare(s: Omit<ShareRow, 'id' | 'scopes'> & { scopes: string[] }): Promise<ShareRow> {
+    return this.db.transaction(async () => {
+      const key = [s.owner, s.server_name, s.grantee_kind, s.grantee];
+      const old = await this.db.get<ShareRow>('SELECT * FROM shares WHERE owner = ? AND server_name = ? AND grantee_kind = ? AND grantee = ?', key);
+      const live = old && (old.expires_at === null || old.expires_at > s.created_at);
+      if (old && live) {
+        const scopes = [...new Set([...JSON.parse(old.scopes) as string[], ...s.scopes])].sort();
+        const expires = old.expires_at === null || s.expires_at === null ? null : (old.expires_at > s.expires_at ? old.expires_at : s.expires_at);
+        await this.db.run('UPDATE shares SET scopes = ?, expires_at = ? WHERE id = ?', [JSON.stringify(scopes), expires, old.id]);
+      } else {
+        if (old) await this.db.run('DELETE FROM shares WHERE id = ?', [old.id]);
+        await this.db.run(
+          'INSERT INTO shares (owner, server_name, grantee_kind, grantee, scopes, created_at, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+          [...key, JSON.stringify([...new Set(s.scopes)].sort()), s.created_at, s.created_by, s.expires_at]);
+      }
+      return (await this.db.get<ShareRow>('SELECT * FROM shares WHERE owner = ? AND server_name = ? AND grantee_kind = ? AND grantee = ?', key))!;
+    });
+  }
+
+  async setShareScopes(id: number, scopes: string[]): Promise<void> {
+    await this.db.run('UPDATE shares SET scopes = ? WHERE id = ?', [JSON.stringify(scopes), id]);
+  }
+
+  async deleteShare(id: number): Promise<void> {
+    await this.db.run('DELETE FROM shares WHERE id = ?', [id]);
+  }
+
+  /** Deletes the rows `where` selects and returns them (for the events and the audit). */
+  private async takeShares(where: string, params: string[]): Promise<ShareRow[]> {
+    return this.db.transaction(async () => {
+      const rows = await this.db.all<ShareRow>(`SELECT * FROM shares WHERE ${where}`, params);
+      if (rows.length) await this.db.run(`DELETE FROM shares WHERE ${where}`, params);
+      return rows;
+    });
+  }
+
+  deleteSharesOfServer(owner: string, serverName: string): Promise<ShareRow[]> {
+    return this.takeShares('owner = ? AND server_name = ?', [owner, serverName]);
+  }
+
+  /** Everything a user takes along when deleted: shares of their servers and shares granted to them. */
+  deleteSharesOfUser(user: string): Promise<ShareRow[]> {
+    return this.takeShares("owner = ? OR (grantee_kind = 'user' AND grantee = ?)", [user, user]);
+  }
+
+  deleteSharesToGroup(group: string): Promise<ShareRow[]> {
+    return this.takeShares("grantee_kind = 'group' AND grantee = ?", [group]);
+  }
+
+  deleteExpiredShares(now: string): Promise<ShareRow[]> {
+    return this.takeShares('expires_at IS NOT NULL AND expires_at <= ?', [now]);
+  }
+
+  /** The earliest expiry of a share or code still to come, or null. */
+  async nextExpiry(now: string): Promise<string | null> {
+    const row = await this.db.get<{ at: string | null }>(
+      `SELECT min(at) AS at FROM (SELECT min(expires_at) AS at FROM shares WHERE expires_at > ?
+         UNION ALL SELECT min(expires_at) AS at FROM share_codes WHERE expires_at > ?)`, [now, now]);
+    return row?.at ?? null;
+  }
+
+  async renameInShares(from: string, to: string): Promise<void> {
+    await this.db.transaction(async () => {
+      await this.db.run('UPDATE shares SET owner = ? WHERE owner = ?', [to, from]);
+      await this.db.run("UPDATE shares SET grantee = ? WHERE grantee_kind = 'user' AND grantee = ?", [to, from]);
+      await this.db.run('UPDATE share_codes SET owner = ? WHERE owner = ?', [to, from]);
+    });
+  }
+
+  // ---- share codes -------------------------------------------------------
+
+  async insertCode(c: Omit<ShareCodeRow, 'id' | 'exchange_count' | 'last_exchanged_at'>): Promise<number> {
+    const { lastID } = await this.db.run(
+      'INSERT INTO share_codes (prefix, hashed, owner, server_name, scopes, created_at, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      [c.prefix, c.hashed, c.owner, c.server_name, c.scopes, c.created_at, c.created_by, c.expires_at]);
+    return lastID;
+  }
+
+  codeById(id: number): Promise<ShareCodeRow | undefined> {
+    return this.db.get<ShareCodeRow>('SELECT * FROM share_codes WHERE id = ?', [id]);
+  }
+
+  codesByPrefix(prefix: string, now: string): Promise<ShareCodeRow[]> {
+    return this.db.all<ShareCodeRow>('SELECT * FROM share_codes WHERE prefix = ? AND expires_at > ?', [prefix, now]);
+  }
+
+  codesOf(owner: string, serverName: string | null, now: string): Promise<ShareCodeRow[]> {
+    return serverName === null
+      ? this.db.all<ShareCodeRow>('SELECT * FROM share_codes WHERE owner = ? AND expires_at > ? ORDER BY server_name, created_at, id', [owner, now])
+      : this.db.all<ShareCodeRow>('SELECT * FROM share_codes WHERE owner = ? AND server_name = ? AND expires_at > ? ORDER BY created_at, id', [owner, serverName, now]);
+  }
+
+  async deleteCode(id: number): Promise<boolean> {
+    return (await this.db.run('DELETE FROM share_codes WHERE id = ?', [id])).changes > 0;
+  }
+
+  async deleteCodesOfServer(owner: string, serverName: string): Promise<number> {
+    return (await this.db.run('DELETE FROM share_codes WHERE owner = ? AND server_name = ?', [owner, serverName])).changes;
+  }
+
+  async deleteCodesOfOwner(owner: string): Promise<number> {
+    return (await this.db.run('DELETE FROM share_codes WHERE owner = ?', [owner])).changes;
+  }
+
+  async deleteExpiredCodes(now: string): Promise<number> {
+    return (await this.db.run('DELETE FROM share_codes WHERE expires_at <= ?', [now])).changes;
+  }
+
+  async recordExchange(id: number, at: string): Promise<void> {
+    await this.db.run('UPDATE share_codes SET exchange_count = exchange_count + 1, last_exchanged_at = ? WHERE id = ?', [at, id]);
   }
 }

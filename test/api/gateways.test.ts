@@ -1,5 +1,5 @@
-// Several gateways serve one hub: a revoked token, a user's lost role and a logout reach every one of
-// them at once (NATS events), not after their caches age out.
+// Several gateways serve one hub: a revoked token, a user's lost role, a share granted or revoked and a logout
+// reach every one of them at once (NATS events), not after their caches age out.
 import test from 'ava';
 import { startHub, waitFor } from '../harness.js';
 import { startExtraGateway } from '../proxy/helpers.js';
@@ -29,6 +29,17 @@ test('gateways: revocation and role changes take effect at once on every gateway
     // a group change on one gateway narrows the token on the other
     t.is((await one('DELETE', '/groups/readers/users', { token: ADMIN, body: { users: ['ann'] } })).status, 200);
     await waitFor('the other gateway to see the lost role', async () => ((await two('GET', '/users', { token })).status === 403 ? true : undefined), 1000, 20);
+    // a share granted on one gateway shows on the other, and its revocation on the other shows on the first
+    t.is((await one('POST', '/users/bob', { token: ADMIN })).status, 201);
+    const shared = async (api: typeof one) => ((await api('GET', '/user', { token })).body.scopes as string[]).includes('access:servers!server=bob/');
+    t.false(await shared(one));
+    t.false(await shared(two), 'both gateways have the resolution without the share cached');
+    t.is((await one('POST', '/shares/bob/', { token: ADMIN, body: { user: 'ann' } })).status, 200);
+    t.true(await shared(one), 'at once on the gateway that granted it');
+    await waitFor('the other gateway to see the share', async () => ((await shared(two)) ? true : undefined), 1000, 20);
+    t.is((await two('PATCH', '/shares/bob/', { token: ADMIN, body: { user: 'ann' } })).status, 200);
+    t.false(await shared(two));
+    await waitFor('the first gateway to see the revocation', async () => ((await shared(one)) ? undefined : true), 1000, 20);
     // a revocation through the second gateway is refused at once by the first
     t.is((await two('DELETE', `/users/ann/tokens/${created.body.id}`, { token: ADMIN })).status, 204);
     await waitFor('the first gateway to refuse the revoked token', async () => ((await one('GET', '/user', { token })).status === 403 ? true : undefined), 1000, 20);

@@ -274,6 +274,15 @@ test('scopes: missingScopes names what the holder lacks', (t) => {
   ]);
 });
 
+test('scopes: missingScopes does not count a filtered scope held beside its unfiltered form as lacking', (t) => {
+  // a user with `read:users:name` from a role also has `read:users:name!user=bob` from self
+  const bob = expandScopes(['self', 'read:users:name'], { kind: 'user', name: 'bob' });
+  t.deepEqual(missingScopes(bob, expandScopes(['admin:users'])), ['access:servers!user=bob', 'delete:servers!user=bob', 'read:servers!user=bob',
+    'read:shares!user=bob', 'read:tokens!user=bob', 'read:users:shares!user=bob', 'servers!user=bob', 'start:servers!user=bob', 'tokens!user=bob', 'users:shares!user=bob']);
+  t.deepEqual(missingScopes(new Set(['read:users:name', 'read:users:name!user=bob']), new Set(['read:users:name'])), []);
+  t.deepEqual(missingScopes(new Set(['read:users:name', 'read:users:name!user=bob']), new Set(['read:users:name!user=bob'])), ['read:users:name']);
+});
+
 // ---- resource checks
 
 test('scopes: hasScope with an unfiltered scope covers every resource and resource-less endpoints', (t) => {

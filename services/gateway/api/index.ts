@@ -9,6 +9,7 @@ import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
+import { shareRoutes } from './shares.js';
 import { apiSegments, authorize, compileRoutes, findRoute, type Route } from './router.js';
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
@@ -51,7 +52,7 @@ export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'token
 
 /** Every /hub/api route (the fuzz test drives each one it lists). */
 export function apiRoutes(deps: ApiDeps): Route[] {
-  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps)];
+  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps)];
 }
 
 export function createApi(deps: ApiDeps) {

@@ -24,9 +24,12 @@ function integerParam(query: URLSearchParams, key: string): number | undefined {
   return Math.abs(Number(raw));
 }
 
-/** Without the envelope the default page is the maximum, so old clients still get up to that many. */
-export function parsePage(info: RequestInfo, query: URLSearchParams, defaultLimit: number, maxLimit: number): Page {
-  const envelope = wantsEnvelope(info);
+/**
+ * Without the envelope the default page is the maximum, so old clients still get up to that many. Lists that
+ * came after pagination (shares, share codes) always answer with the envelope (`always`).
+ */
+export function parsePage(info: RequestInfo, query: URLSearchParams, defaultLimit: number, maxLimit: number, always = false): Page {
+  const envelope = always || wantsEnvelope(info);
   // offsets travel as int32 to the actors: past that no list has items, and a larger one would wrap around
   const offset = Math.min(integerParam(query, 'offset') ?? 0, MAX_OFFSET);
   const asked = integerParam(query, 'limit');

@@ -58,11 +58,13 @@ export function compileRoutes(routes: Route[]): CompiledRoute[] {
   return routes.map((r) => ({ ...r, segments: r.path.split('/').filter(Boolean), pattern: `/hub/api${r.path === '/' ? '' : r.path}` }));
 }
 
-/** Path segments after /hub/api, percent-decoded once; null when a segment does not decode. */
+/**
+ * Path segments after /hub/api, percent-decoded once; null when a segment does not decode. A trailing slash
+ * leaves a last empty segment: it names the default server where a route ends in `:server`
+ * (`/shares/alice/` is alice's default server, `/shares/alice` all her servers), and is ignored elsewhere.
+ */
 export function apiSegments(path: string): string[] | null {
-  const rest = path.slice('/hub/api'.length);
-  const raw = rest.split('/').slice(1);
-  if (raw.length && raw[raw.length - 1] === '') raw.pop(); // a trailing slash
+  const raw = path.slice('/hub/api'.length).split('/').slice(1);
   try {
     return raw.map((s) => decodeURIComponent(s));
   } catch {
@@ -70,13 +72,18 @@ export function apiSegments(path: string): string[] | null {
   }
 }
 
+/** Only a server name may be empty (the default server); any other empty segment matches no parameter. */
+const MAY_BE_EMPTY = ':server';
+
 function match(route: CompiledRoute, segments: string[]): Record<string, string> | null {
   if (route.segments.length !== segments.length) return null;
   const params: Record<string, string> = {};
   for (let i = 0; i < segments.length; i++) {
     const want = route.segments[i];
-    if (want.startsWith(':')) params[want.slice(1)] = segments[i];
-    else if (want !== segments[i]) return null;
+    if (want.startsWith(':')) {
+      if (segments[i] === '' && want !== MAY_BE_EMPTY) return null;
+      params[want.slice(1)] = segments[i];
+    } else if (want !== segments[i]) return null;
   }
   return params;
 }
@@ -84,11 +91,15 @@ function match(route: CompiledRoute, segments: string[]): Record<string, string>
 /** The route for a path and method; throws 404 (no such path) or 405 (path known, method not). */
 export function findRoute(routes: CompiledRoute[], method: string, segments: string[]): { route: CompiledRoute; params: Record<string, string> } {
   let pathKnown = false;
-  for (const route of routes) {
-    const params = match(route, segments);
-    if (!params) continue;
-    pathKnown = true;
-    if (route.method === method) return { route, params };
+  // the path as written first; then, after a trailing slash, the path without it
+  const tries = segments.length && segments[segments.length - 1] === '' ? [segments, segments.slice(0, -1)] : [segments];
+  for (const candidate of tries) {
+    for (const route of routes) {
+      const params = match(route, candidate);
+      if (!params) continue;
+      pathKnown = true;
+      if (route.method === method) return { route, params };
+    }
   }
   throw pathKnown ? errors.methodNotAllowed() : errors.notFound('Not Found');
 }

@@ -6,6 +6,7 @@ import { hasScope } from '../../../shared/scopes.js';
 import { serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
 import { isPlainObject, jsonBody, onlyKeys, type ApiDeps } from './deps.js';
+import { forgetGrantees } from './shares.js';
 import type { ApiRequest, Route } from './router.js';
 
 const KEEPALIVE_MS = 8000;
@@ -77,8 +78,11 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const current = servers.get(user, server);
     // a stopped named server still exists (until removed): stopping it again is fine
     if (server && !current) throw errors.notFound(`${user} has no server named '${server}'`, 'HUB_ERR_SERVER_NOT_FOUND');
-    const r = await spawner.stopServer({ user, name: server, by: req.who, remove: body?.remove === true },
+    const remove = body?.remove === true;
+    const r = await spawner.stopServer({ user, name: server, by: req.who, remove },
       within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, req.call));
+    // a removed server takes what was shared of it along (a stop alone keeps its shares)
+    if (remove) forgetGrantees(deps, (await deps.tokens.forgetServer({ owner: user, server_name: server, by: req.who }, req.call)).affected);
     req.reply.send(r.status === 'stopped' ? 204 : 202, '', { 'Content-Type': 'text/plain' });
   }
 

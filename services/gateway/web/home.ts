@@ -8,10 +8,12 @@ import {
   hubServerPath, invalidServerNameReason, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
+import { forgetGrantees } from '../api/shares.js';
 import type { Identity } from '../caches.js';
 import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { shareButton, sharedWithMe } from './share-page.js';
 
 /** A profile of `Spawner.profiles` (when the spawner offers choices). */
 interface Profile { slug: string; display_name: string; description?: string; default?: boolean }
@@ -59,13 +61,14 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   }
 
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
-  function actions(id: Identity, user: string, name: string, state: ShownState): string {
+  function actions(id: Identity, user: string, name: string, state: ShownState, groups: string[] = []): string {
     const out: string[] = [];
     if (state === 'running') out.push(`<a class="button primary" href="${escapeHtml(serverUrl(user, name))}" data-action="open">Open</a>`);
     if (state === 'starting') out.push(`<a class="button" href="${escapeHtml(spawnPendingUrl(user, name))}" data-action="progress">Starting…</a>`);
     if (state === 'stopped' || state === 'failed') out.push(postButton(id, spawnUrl(user, name), state === 'failed' ? 'Retry' : 'Start', 'primary'));
     if (state === 'running' || state === 'starting') out.push(postButton(id, hubServerPath('stop', user, name), 'Stop'));
     if (name && (state === 'stopped' || state === 'failed')) out.push(postButton(id, hubServerPath('delete', user, name), 'Delete', 'danger'));
+    out.push(shareButton(id, user, name, groups));
     return `<div class="actions">${out.join('')}</div>`;
   }
 
@@ -75,15 +78,16 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     return 'The last start failed';
   }
 
-  function homePage(id: Identity): string {
+  /** `groups`: the visitor's (group filters decide who may share); `shared`: the "Shared with me" section. */
+  function homePage(id: Identity, groups: string[], shared: string): string {
     const me = id.owner.name;
     const def = servers.get(me, '');
     const defState = shownState(def);
     const defFailure = failure(def);
     const defaultCard = `<section class="card" id="default-server"><h2>Your server <span class="state ${defState}" data-state="${defState}">${defState}</span></h2>
 ${defState === 'running' ? `<p class="muted">At <a href="${escapeHtml(serverUrl(me, ''))}">${escapeHtml(serverUrl(me, ''))}</a>, last active ${escapeHtml(ago(def!.last_activity))}</p>` : ''}
-${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(id, me, '', defState)}</section>`;
-    if (!config.Hub.allow_named_servers) return defaultCard;
+${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(id, me, '', defState, groups)}</section>`;
+    if (!config.Hub.allow_named_servers) return defaultCard + shared;
     const named = servers.of(me).filter((r) => r.name).sort((a, b) => a.name.localeCompare(b.name));
     const rows = named.map((r) => {
       const st = shownState(r);
@@ -91,7 +95,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
       return `<tr data-server="${escapeHtml(r.name)}"><td>${escapeHtml(r.name)}</td>` +
         `<td>${st === 'running' ? `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` : `<span class="muted">${escapeHtml(url)}</span>`}</td>` +
         `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${st === 'failed' ? `<div class="error">${escapeHtml(failure(r))}</div>` : ''}</td>` +
-        `<td>${actions(id, me, r.name, st)}</td></tr>`;
+        `<td>${actions(id, me, r.name, st, groups)}</td></tr>`;
     }).join('');
     const limit = config.Hub.named_server_limit_per_user;
     const create = `<form method="post" action="/hub/spawn-named" id="create-server" class="actions">${xsrf(id)}
@@ -99,7 +103,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
 <button class="primary">Create and start</button></form>${limit ? `<p class="muted">Up to ${limit} named servers.</p>` : ''}`;
     return `${defaultCard}<section class="card" id="named-servers"><h2>Named servers</h2>
 <table><thead><tr><th>Name</th><th>URL</th><th>Last activity</th><th>State</th><th></th></tr></thead><tbody>${rows || '<tr><td colspan="5" class="muted">None yet.</td></tr>'}</tbody></table>
-<h2>New named server</h2>${create}</section>`;
+<h2>New named server</h2>${create}</section>${shared}`;
   }
 
   /** Asks the spawner to start, and waits only until the start is recorded (not until the server is ready). */
@@ -131,6 +135,8 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
     if (!resource || !hasScope(id.scopes, 'delete:servers', resource)) throw errors.notFound(`No such user: ${user}`);
     await spawner.stopServer({ user: resource.user, name, by: `user:${id.owner.name}`, remove },
       within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
+    // a removed server takes what was shared of it along
+    if (remove) forgetGrantees(deps, (await deps.tokens.forgetServer({ owner: resource.user, server_name: name, by: `user:${id.owner.name}` }, callOf(info))).affected);
   }
 
   /** The pending page: a bar fed by the progress stream (static/spawn.js); failure shows the message and Retry. */
@@ -170,7 +176,8 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
       async handle(info, reply) {
         const id = await requireLogin(info, reply);
         if (!id) return;
-        html(reply, 200, page('Home', homePage(id), nav(id)));
+        const groups = (await users.get(id.owner.name))?.groups ?? [];
+        html(reply, 200, page('Home', homePage(id, groups, await sharedWithMe(deps, id)), nav(id)));
       },
     },
     {

@@ -8,6 +8,7 @@ import type { ApiDeps } from '../api/deps.js';
 import type { Identity } from '../caches.js';
 import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { serverPages } from './home.js';
+import { sharePages } from './share-page.js';
 import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
 import { firstAdminSetup } from './setup-page.js';
@@ -138,7 +139,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     })),
   ];
 
-  routes.push(...serverPages(deps, kit), ...tokenPages(deps, kit), ...setup.routes, ...extra(kit));
+  routes.push(...serverPages(deps, kit), ...sharePages(deps, kit), ...tokenPages(deps, kit), ...setup.routes, ...extra(kit));
 
   /** Answers a /hub/ page request; false when no page has this path (the caller answers 404). */
   return async function handlePage(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<boolean> {

@@ -39,7 +39,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     if (hit) return hit;
     const r = await tokens.ownerScopes({ kind: 'user', name: user }, callOf(info));
     const scopes = new Set(r.scopes);
-    scopesOf.set(user, scopes);
+    scopesOf.set(user, scopes, r.scopes_until_ms || Infinity);
     return scopes;
   }
 
