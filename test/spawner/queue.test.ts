@@ -53,7 +53,11 @@ test('queue: 3× concurrent_spawn_limit starts at once all become ready, in orde
     // a queued start heard its place as it moved, then its turn, then the usual events
     const last = (await api('GET', `/users/${users.at(-1)}`, { token: ADMIN })).body.servers[''];
     t.true(last.ready);
-    const heard = changes.filter((c) => c.user === users.at(-1)).at(-1)!.progress.map((e) => e.message);
+    // the ready event follows the record's `running` once every gateway routes the server (ready means routed)
+    const heard = await waitFor('the ready event of the last start', async () => {
+      const messages = changes.filter((c) => c.user === users.at(-1)).at(-1)!.progress.map((e) => e.message);
+      return messages.at(-1)?.startsWith('Server ready') ? messages : undefined;
+    }, 10_000);
     const places = heard.filter((m) => /ahead of yours|Next in line/.test(m));
     t.deepEqual(places, ['3 starts ahead of yours', '2 starts ahead of yours', '1 start ahead of yours', 'Next in line'], heard.join(' | '));
     t.true(heard.indexOf('Your turn: starting') > heard.indexOf('Next in line'));
