@@ -28,6 +28,11 @@ export function runForRequest<T>(context: RequestContext, fn: () => T): T {
   return storage.run(context, fn);
 }
 
+/** Runs `fn` outside any request (work that starts on its own, such as a process's exit). */
+export function outsideRequest<T>(fn: () => T): T {
+  return storage.exit(fn);
+}
+
 const SANE_ID = /^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}$/;
 const prefix = randomBytes(4).toString('hex');
 let counter = 0;

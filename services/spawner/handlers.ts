@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
 import { hubInternalUrl, type HubConfig } from '../../shared/config.js';
+import { outsideRequest } from '../../shared/context.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { parseJson } from '../../shared/json.js';
@@ -119,6 +120,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
     r.progress.push(event);
+    const current = registry.get(r.user, r.name);
+    if (current && current !== r && current.state !== r.state && (current.state === 'stop' || current.state === 'stopped')) {
+      // stopped while this start was finishing (between "running" and "ready"): add the line, never bring it back
+      current.progress.push(event);
+      await registry.save(current);
+      return;
+    }
     await registry.save(r);
   }
 
@@ -162,7 +170,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const now = registry.get(r.user, r.name);
       if (!now || JSON.stringify(now.spawner_state) !== state) return;
       l.ended = status;
-      void onExit(r.user, r.name, status);
+      // an exit nobody asked for: not part of the request that started the server
+      void outsideRequest(() => onExit(r.user, r.name, status));
     });
   }
 
@@ -273,6 +282,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const revision = await registry.save(r);
     const seen = await gatewaysHaveApplied(revision);
     if (seen.confirmed < seen.gateways) log.warn({ event: 'server.route.unconfirmed', server: label(r), ...seen }, 'not every gateway confirmed the route in time');
+    if (registry.get(r.user, r.name)?.state !== 'running') return; // stopped meanwhile: the stop says so
     if (change === 'ready') {
       await progress(r, { progress: 100, ready: true, url: r.url, message: `Server ready at ${r.url}`, html_message: `Server ready at <a href="${r.url}">${r.url}</a>` });
     }

@@ -160,7 +160,8 @@ test.serial('audit: login → spawn → stop → token → denied call → logou
   const trail = await waitFor('every event in the audit stream', async () => {
     seen = (await auditTrail()).filter((e) => e.time >= since);
     return want.every(([type, fields]) => seen.some((e) => matches(e, type, fields))) ? seen : undefined;
-  }, 15_000, 250).catch((e) => {
+  }, 15_000, 250).catch(async (e) => {
+    (await import('node:fs')).writeFileSync(`/tmp/opslog-${process.pid}.txt`, hub.logs());
     t.log(seen.map((x) => `${x.type} ${x.who} ${x.what} ${x.outcome} ${x.request_id} ${x.actor}`).join('\n'));
     throw e;
   });
@@ -172,7 +173,7 @@ test.serial('audit: login → spawn → stop → token → denied call → logou
     t.regex(e.type, /^[a-z_-]+\.[a-z_-]+$/);
     // what someone asked for (it carries their request id) names them, never the spawner; the spawner may still
     // report on its own what nobody asked for (a server it finds gone)
-    t.false(Boolean(e.request_id) && /actor:spawner/.test(e.who) && e.type.startsWith('server.') && e.what === 'alice', 'the spawner never stands in for the person who asked');
+    t.false(Boolean(e.request_id) && /actor:spawner/.test(e.who) && e.type.startsWith('server.') && e.what === 'alice', `the spawner never stands in for the person who asked: ${JSON.stringify(e)}`);
     t.false(JSON.stringify(e).includes(token!), 'no secret in an audit event');
   }
 
