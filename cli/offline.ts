@@ -23,7 +23,7 @@ export async function openOffline(config: HubConfig) {
   const dataDir = config.Hub.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const authStore = await AuthStore.open(storePath(dataDir, 'auth'));
-  const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth });
+  const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth, usernameMap: config.Authenticator.username_map });
   const login = createLoginHandlers({
     config, store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS,
     ensureUser: async () => { throw new Error('logins need the running hub'); },

@@ -97,6 +97,7 @@ export const SCHEMA = {
   },
   Authenticator: {
     admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
+    username_map: { kind: 'string-map', default: {}, help: 'login name -> hub user name, applied (after lower-casing) wherever a name enters the hub: logins, the API, the set-up page; e.g. {"alice.smith@example.org": "asmith"}', check: checkUsernameMap },
     allowed_users: { kind: 'string-list', default: [], help: 'who may log in ([] = anyone the authenticator accepts; admins always may)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.allowed_users', n)) },
     auth_refresh_age: seconds(300, 'how old a login may get before the authenticator refreshes the user'),
     refresh_pre_spawn: { kind: 'boolean', default: false, help: 'refresh the user before starting their server' },
@@ -128,6 +129,13 @@ export const SCHEMA = {
 function nameProblem(where: string, name: string): string[] {
   const why = invalidNameReason(name);
   return why ? [`${where}: invalid name ${JSON.stringify(name)} (${why})`] : [];
+}
+
+function checkUsernameMap(map: Record<string, string>): string[] {
+  return Object.entries(map).flatMap(([from, to]) => [
+    ...(from !== from.toLowerCase() ? [`Authenticator.username_map: ${JSON.stringify(from)} is never looked up: names are lower-cased first; write it in lower case`] : []),
+    ...nameProblem('Authenticator.username_map', to),
+  ]);
 }
 
 function checkApiTokens(map: Record<string, string>): string[] {

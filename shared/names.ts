@@ -15,7 +15,12 @@ export function invalidNameReason(name: string): string | null {
   return null;
 }
 
-/** User names are compared lower-cased, as the established hub normalises them. */
-export function normalizeUsername(name: string): string {
-  return name.toLowerCase();
+/**
+ * User names are compared lower-cased, as the established hub normalises them, then renamed by
+ * `Authenticator.username_map` (a login name → the hub user, e.g. an identity provider's name → the
+ * system account `localprocess` runs the server as).
+ */
+export function normalizeUsername(name: string, usernameMap: Readonly<Record<string, string>> = {}): string {
+  const lower = name.toLowerCase();
+  return Object.hasOwn(usernameMap, lower) ? usernameMap[lower].toLowerCase() : lower;
 }

@@ -85,8 +85,9 @@ export function createExternalLogin({ config, store, audit, log, ensureUser, ope
   const rpcMs = config.Hub.rpc_timeout * 1000;
   const redirectUri = callbackUrl(config);
   const sealer = tokenSealer(config.Hub.cookie_secret);
-  const admins = new Set([...A.admin_users, ...O.admin_users].map(normalizeUsername));
-  const allowList = new Set([...A.allowed_users, ...O.allowed_users].map(normalizeUsername));
+  const normalize = (name: string) => normalizeUsername(name, A.username_map);
+  const admins = new Set([...A.admin_users, ...O.admin_users].map(normalize));
+  const allowList = new Set([...A.allowed_users, ...O.allowed_users].map(normalize));
   const isAdmin = (name: string) => admins.has(name);
   const isAllowed = (name: string) => isAdmin(name) || allowList.size === 0 || allowList.has(name);
   const denied = (message: string) => ({ ok: false, name: '', session_id: '', message, retry_after: 0 });
@@ -147,7 +148,7 @@ export function createExternalLogin({ config, store, audit, log, ensureUser, ope
     const r = await ask('userinfo', O.userdata_url, { headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' } }, deadline);
     if (r.status !== 200 || !r.body) return { ok: false, reason: `userinfo: ${r.status}` };
     const raw = r.body[O.username_claim];
-    const name = typeof raw === 'string' ? normalizeUsername(raw.trim()) : '';
+    const name = typeof raw === 'string' ? normalizeUsername(raw.trim(), A.username_map) : '';
     if (!name || invalidNameReason(name)) return { ok: false, reason: `userinfo: no usable ${cap(O.username_claim, 60)}` };
     return { ok: true, value: name };
   }

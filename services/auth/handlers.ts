@@ -22,6 +22,8 @@ export interface AuthDeps {
   activityFlushMs: number;
   /** Hub.max_json_depth: group properties are bounded like any JSON from outside */
   maxJsonDepth: number;
+  /** Authenticator.username_map */
+  usernameMap: Record<string, string>;
 }
 
 function checkName(kind: string, name: string): void {
@@ -29,7 +31,8 @@ function checkName(kind: string, name: string): void {
   if (why) throw errors.badRequest(`Invalid ${kind} name ${JSON.stringify(name.slice(0, 100))}: ${why}`, 'HUB_ERR_NAME_INVALID');
 }
 
-export function createAuthHandlers({ store, audit, announce, activityFlushMs, maxJsonDepth }: AuthDeps) {
+export function createAuthHandlers({ store, audit, announce, activityFlushMs, maxJsonDepth, usernameMap }: AuthDeps) {
+  const normalize = (name: string) => normalizeUsername(name, usernameMap);
   // Activity arrives often (every single-user server's heartbeat): it is announced at once (gateways update
   // their cached models in place), ordered in the list index at once, and written to the store at most once
   // per flush interval; reads merge what is not written yet.
@@ -106,7 +109,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
 
     /** Bulk create: invalid names refuse the whole request; existing ones are skipped; all existing → 409. */
     async createUsers(r: { names: string[]; admin: boolean; by: string }) {
-      const names = [...new Set(r.names.map(normalizeUsername))];
+      const names = [...new Set(r.names.map(normalize))];
       if (!names.length) throw errors.badRequest('Must specify at least one user to create');
       const invalid = names.filter((n) => invalidNameReason(n));
       if (invalid.length) throw errors.badRequest(`Invalid username${invalid.length > 1 ? 's' : ''}: ${invalid.map((n) => JSON.stringify(n.slice(0, 100))).join(', ')}`, 'HUB_ERR_NAME_INVALID');
@@ -192,7 +195,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
     async createGroups(r: { names: string[]; users: string[]; by: string }) {
       if (!r.names.length) throw errors.badRequest('Must specify at least one group to create');
       for (const n of r.names) checkName('group', n);
-      const users = [...new Set(r.users.map(normalizeUsername))];
+      const users = [...new Set(r.users.map(normalize))];
       await requireUsersExist(users);
       const created: string[] = [];
       let conflict: Error | undefined;
@@ -224,7 +227,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
     },
 
     async changeGroupMembers(r: { name: string; users: string[]; add: boolean; by: string }) {
-      const users = [...new Set(r.users.map(normalizeUsername))];
+      const users = [...new Set(r.users.map(normalize))];
       if (!users.length) throw errors.badRequest(`Must specify users to ${r.add ? 'add' : 'delete'}`);
       const group = await mustGetGroup(r.name);
       await requireUsersExist(users);

@@ -106,7 +106,7 @@ export function createLoginHandlers({ config, store, audit, announce, ensureUser
 
     async authenticate(r: { username: string; password: string; remote_addr: string }) {
       const start = performance.now();
-      const name = normalizeUsername((r.username ?? '').trim());
+      const name = normalizeUsername((r.username ?? '').trim(), config.Authenticator.username_map);
       const failure = (reason: string, outcome: 'failed' | 'denied' = 'failed') => {
         loginFailed.observe(secondsSince(start));
         void audit.publish('login', 'failure', { who: 'anonymous', what: name.slice(0, 100), outcome, reason, client: r.remote_addr });

@@ -17,6 +17,7 @@ await runActor('auth', async (ctx) => {
     announce: createAnnouncer(ctx.nc),
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
     maxJsonDepth: ctx.config.Hub.max_json_depth,
+    usernameMap: ctx.config.Authenticator.username_map,
   });
 
   const ensureUser = userEnsurer(h);

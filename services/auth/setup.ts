@@ -66,7 +66,7 @@ export async function createFirstAdminSetup({ config, store, audit, log, ensureU
         }
         throw errors.forbidden('That set-up code is not right. It was printed when the hub started.', 'HUB_ERR_SETUP_CODE');
       }
-      const name = normalizeUsername((r.name ?? '').trim());
+      const name = normalizeUsername((r.name ?? '').trim(), config.Authenticator.username_map);
       const why = invalidNameReason(name);
       if (why) throw errors.badRequest(`Invalid user name: ${why}`);
       if (typeof r.password !== 'string' || r.password.length < config.PasswordAuthenticator.min_password_length) {

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, SUPERVISOR, startHub, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
+import { Browser, formLogin, whoami } from '../auth/helpers.js';
 import { account, groupId, PROBE, probe, readProgress, serverRecord, systemAccounts } from './helpers.js';
 
 const ADMIN = randomToken();
@@ -23,8 +24,9 @@ test.before(async () => {
   accounts.expect(BOB); // created by the hub below
   hub = await startHub({
     config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'localprocess' },
-      Authenticator: { admin_users: ['boss'] },
+      Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'localprocess', authenticator_class: 'dummy' },
+      Authenticator: { admin_users: ['boss'], username_map: { 'alice.smith@example.org': ALICE } },
+      DummyAuthenticator: { password: 'open-sesame' },
       Spawner: {
         cmd: [process.execPath, PROBE],
         profiles: [
@@ -59,6 +61,18 @@ test.serial('localprocess: the server runs as the user\'s account: uid, gid, gro
   t.is(me.cwd, a.home);
   t.is(me.umask, 0o022);
   t.is(me.fileMode, 0o644, 'files it creates are 0644');
+});
+
+test.serial('username_map: a login name maps to the hub user (and so to the system account its server runs as); the API maps too', async (t) => {
+  const b = new Browser();
+  t.is((await formLogin(b, hub.url, 'Alice.Smith@Example.org', 'open-sesame')).status, 302);
+  const me = await whoami(b, hub.url);
+  t.is(me.status, 200);
+  t.is(me.body.name, ALICE, 'logged in as the mapped user');
+  t.is((await api('GET', `/users/${encodeURIComponent('alice.smith@example.org')}`, { token: ADMIN })).status, 404, 'no user under the login name');
+  const again = await api('POST', '/users', { token: ADMIN, body: { usernames: ['ALICE.SMITH@example.org'] } });
+  t.is(again.status, 409, 'the API maps the name to the existing user');
+  t.is(again.body.status, 409);
 });
 
 test.serial('localprocess: the server cannot read the hub\'s data dir, stores, cookie secret, server logs, NATS (registry, routes), its cgroup limits, or another user\'s home', async (t) => {

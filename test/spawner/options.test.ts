@@ -39,6 +39,7 @@ test('options: spawner_class, limits, aliases and profiles are checked, every pr
       ],
     },
     LocalProcessSpawner: { min_uid: 0 },
+    Authenticator: { username_map: { 'Alice.Smith': 'alice', 'bob@example.org': 'b/ob' } },
   });
   const expect = [
     /^Hub.spawner_class: expected one of "simple", "localprocess"/,
@@ -55,6 +56,8 @@ test('options: spawner_class, limits, aliases and profiles are checked, every pr
     /^Spawner.profiles "B".colour: unknown option/,
     /^Spawner.profiles: more than one profile is marked default/,
     /^LocalProcessSpawner.min_uid: expected an integer >= 1/,
+    /^Authenticator.username_map: "Alice.Smith" is never looked up/,
+    /^Authenticator.username_map: invalid name "b\/ob"/,
   ];
   for (const re of expect) t.true(p.some((line) => re.test(line)), `${re} in:\n${p.join('\n')}`);
   t.is(p.length, expect.length, p.join('\n'));
