@@ -340,6 +340,29 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await forget(r, 'stopped', { freed: true, who: by });
   }
 
+  /** A start the previous spawner accepted but never handed to a backend: queued again, with its options. */
+  async function resumeStart(r: ServerRecord): Promise<void> {
+    const by = 'actor:spawner (resumed)';
+    if (r.token_id) await revokeToken(r, by); // issued before the crash, never given to a server
+    r.token_id = '';
+    let profile: Profile | null;
+    try {
+      profile = chooseProfile(config, r.user_options);
+    } catch (e) {
+      await forget(r, `not restarted after a spawner restart: ${(e as Error).message}`);
+      return;
+    }
+    r.instance = instance;
+    await progress(r, { progress: 0, message: 'The hub restarted; your start goes on' });
+    log.info({ event: 'server.start.resumed', server: label(r) }, 'start resumed after a spawner restart');
+    const abort = new AbortController();
+    const l = localOf(r);
+    l.abort = abort;
+    const spawning = queuedSpawn(r, abort, profile, by);
+    l.spawning = spawning;
+    spawning.catch(() => undefined);
+  }
+
   /** A new named server: enabled, a valid name, within the user's limit (stopped ones count until removed). */
   function checkNewNamed(user: string, name: string): void {
     if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
@@ -509,8 +532,14 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      * answers HTTP; starts and stops it left half-done are finished; the dead are cleaned up.
      */
     async adoptAll(): Promise<void> {
+      // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
+      // the order they were asked for: a restart must not lose a person's place
+      const unstarted = registry.all().filter((r) => r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
+        .sort((a, b) => a.started.localeCompare(b.started));
+      const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
+      for (const r of unstarted) await resumeStart(r);
       for (const r of registry.all()) {
-        if (!isActive(r)) continue;
+        if (!isActive(r) || restarted.has(serverKey(r.user, r.name))) continue;
         const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
         if (!adopted) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');

@@ -93,3 +93,33 @@ test('queue: a start stopped while it waits leaves the queue, and those behind i
     await hub.stop();
   }
 });
+
+test('queue: kill -9 of the spawner with starts waiting in the queue: after its restart every one of them still becomes ready, and says why it took longer', async (t) => {
+  const hub = await startHub({
+    config: {
+      Hub: { api_tokens: { [ADMIN]: 'boss' }, concurrent_spawn_limit: 1 },
+      Authenticator: { admin_users: ['boss'] },
+      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '1500' }, slow_spawn_timeout: 0.1, poll_interval: 0.5 },
+    },
+  });
+  const api = apiClient(hub.url);
+  const users = ['r0', 'r1', 'r2'];
+  try {
+    await api('POST', '/users', { token: ADMIN, body: { usernames: users } });
+    for (const u of users) t.is((await api('POST', `/users/${u}/server`, { token: ADMIN })).status, 202);
+    const spawner = hub.children().spawner!;
+    process.kill(spawner, 'SIGKILL');
+    await waitFor('a new spawner', async () => (hub.children().spawner && hub.children().spawner !== spawner ? true : undefined), 10_000);
+    await waitFor('every queued start to be ready', async () => {
+      const ready = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
+      return ready.every(Boolean) ? true : undefined;
+    }, 40_000, 250);
+    for (const u of ['r1', 'r2']) {
+      const heard = (await serverRecord(hub.natsUrl, u))!.progress.map((e) => e.message);
+      t.true(heard.includes('The hub restarted; your start goes on'), `${u}: ${heard.join(' | ')}`);
+      t.is(heard.at(-1), `Server ready at /user/${u}/`);
+    }
+  } finally {
+    await hub.stop();
+  }
+});
