@@ -36,7 +36,7 @@ function serveStatic(info: RequestInfo, reply: Reply): void {
   if (!asset) throw errors.notFound(`No such file: ${cap(info.path, 100)}`);
   const headers = { 'Content-Type': asset.type, ETag: asset.etag, 'Cache-Control': 'public, max-age=86400' };
   if (info.headers['if-none-match'] === asset.etag) return reply.send(304, '', headers);
-  reply.send(200, info.method === 'HEAD' ? '' : asset.body, headers);
+  reply.send(200, asset.body, headers); // a HEAD gets the headers only (Reply.headOnly)
 }
 
 /** Status codes as label values, made once. */
@@ -144,6 +144,7 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
     const reply = new Reply(res);
     reply.base = base;
     const info = snapshot(req, res);
+    reply.headOnly = info.method === 'HEAD';
     dispatch(info, reply).then(
       () => finished(info, reply),
       (e) => {

@@ -63,6 +63,8 @@ export class Reply {
   base: Record<string, string> = {};
   /** the status written (0 until then) */
   status = 0;
+  /** a HEAD request: headers (with the length the body would have), never the body */
+  headOnly = false;
 
   constructor(readonly res: uWS.HttpResponse) {
     res.onAborted(() => { this.aborted = true; });
@@ -79,7 +81,17 @@ export class Reply {
       for (const [k, v] of Object.entries(this.base)) if (!own.has(k.toLowerCase())) this.res.writeHeader(k, v);
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
       for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
-      this.res.end(body, closeConnection);
+      // a body after the answer to a HEAD would be read as the start of the next answer on this connection
+      // (uWS's own reported length makes it drop the connection, harmless only when it closes anyway: else the
+      // header is ours; called without arguments, as an explicit undefined length reads as a huge number)
+      if (this.headOnly) {
+        const length = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength;
+        if (closeConnection) this.res.endWithoutBody(length, true);
+        else {
+          this.res.writeHeader('Content-Length', String(length));
+          this.res.endWithoutBody();
+        }
+      } else this.res.end(body, closeConnection);
     });
   }
 

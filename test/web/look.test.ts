@@ -97,3 +97,45 @@ test('look: Hub.extra_headers is validated: a bad header name or a value with a 
   t.regex(bad.stderr, /Hub\.extra_headers "X-Ok": the value must be one line/);
   t.regex(bad.stderr, /Set-Cookie is set by the hub/);
 });
+
+/** Requests on one kept-alive connection, in order: a stray body after a HEAD answer would corrupt the next. */
+async function onOneConnection(requests: { method: string; path: string }[]) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const base = new URL(hub.url);
+  try {
+    const out: { status: number; headers: http.IncomingHttpHeaders; body: string }[] = [];
+    for (const { method, path } of requests) {
+      out.push(await new Promise((resolve, reject) => {
+        const req = http.request({ host: base.hostname, port: base.port, method, path, agent, headers: { accept: 'text/html' } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => { body += c; });
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+        });
+        req.setTimeout(5000, () => req.destroy(new Error(`${method} ${path}: no answer in 5 s`)));
+        req.on('error', reject);
+        req.end();
+      }));
+    }
+    return out;
+  } finally {
+    agent.destroy();
+  }
+}
+
+test('look: HEAD of a page or the API answers GET\'s status and headers without a body; the connection stays usable', async (t) => {
+  const [headLogin, getLogin, headApi, getApi, headLogout] = await onOneConnection([
+    { method: 'HEAD', path: '/hub/login' }, { method: 'GET', path: '/hub/login' },
+    { method: 'HEAD', path: '/hub/api' }, { method: 'GET', path: '/hub/api' }, { method: 'HEAD', path: '/hub/logout' },
+  ]);
+  t.is(headLogin.status, 200);
+  t.is(getLogin.status, 200);
+  t.is(headLogin.body, '');
+  t.is(headLogin.headers['content-type'], getLogin.headers['content-type']);
+  t.regex(headLogin.headers['content-security-policy'] ?? '', /frame-ancestors/);
+  t.is(Number(headLogin.headers['content-length']), Buffer.byteLength(getLogin.body), 'the length the body would have');
+  t.is(headApi.status, 200);
+  t.is(headApi.body, '');
+  t.truthy(JSON.parse(getApi.body).version, 'the answer after a HEAD is whole');
+  t.is(headLogout.status, 404, 'a GET that acts (logging out) is not run for HEAD');
+});

@@ -63,7 +63,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
       },
     },
     {
-      method: 'GET', pattern: /^\/hub\/oauth_callback$/,
+      method: 'GET', pattern: /^\/hub\/oauth_callback$/, acts: true,
       async handle(info, reply) {
         requireOauth();
         const q = new URLSearchParams(info.query);

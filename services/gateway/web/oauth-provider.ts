@@ -177,7 +177,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
 
   return [
     {
-      method: 'GET', pattern: /^\/hub\/api\/oauth2\/authorize$/,
+      method: 'GET', pattern: /^\/hub\/api\/oauth2\/authorize$/, acts: true, // issues a code when consent is not asked
       async handle(info, reply) {
         const id = await kit.requireLogin(info, reply);
         if (!id) return;

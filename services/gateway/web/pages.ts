@@ -23,7 +23,13 @@ export interface PageDeps extends ApiDeps {
 
 export type PageHandler = (info: RequestInfo, reply: Reply, body: Buffer | null, params: string[]) => Promise<void> | void;
 /** A page: method, a path pattern whose groups are the (percent-decoded) params, and its handler. */
-export interface PageRoute { method: string; pattern: RegExp; handle: PageHandler }
+export interface PageRoute {
+  method: string;
+  pattern: RegExp;
+  handle: PageHandler;
+  /** a GET that changes something (logout): not answered for HEAD */
+  acts?: boolean;
+}
 
 const routeLabels = new WeakMap<RegExp, string>();
 /** `/^\/hub\/spawn\/([^/]+)…$/` → `/hub/spawn/*`: the label of a page's metrics and log lines. */
@@ -125,7 +131,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
       },
     },
     ...(['GET', 'POST'] as const).map((method) => ({
-      method, pattern: /^\/hub\/logout$/,
+      method, pattern: /^\/hub\/logout$/, acts: true,
       async handle(info: RequestInfo, reply: Reply) {
         const id = await web.identify(info);
         if (id) {
@@ -145,7 +151,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
   return async function handlePage(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<boolean> {
     for (const route of routes) {
       const m = route.pattern.exec(info.path);
-      if (!m || route.method !== info.method) continue;
+      // HEAD is a GET without the body, except where a GET acts (logging out)
+      if (!m || (route.method !== info.method && !(info.method === 'HEAD' && route.method === 'GET' && !route.acts))) continue;
       info.route = routeLabel(route.pattern);
       let params: string[];
       try {
