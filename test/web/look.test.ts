@@ -22,6 +22,12 @@ test.before(async () => {
           ],
         },
         DummyAuthenticator: { password: 'pw' }, Authenticator: { admin_users: ['boss'] },
+        Spawner: {
+          profiles: [
+            { name: 'small', display_name: 'Small', description: '1 core', default: true },
+            { name: 'big', display_name: 'Big <b>box</b>', description: 'for "large" data', overrides: { 'Spawner.environment': { WHICH: 'big' } } },
+          ],
+        },
       },
     }),
     launchBrowser(),
@@ -138,4 +144,18 @@ test('look: HEAD of a page or the API answers GET\'s status and headers without 
   t.is(headApi.body, '');
   t.truthy(JSON.parse(getApi.body).version, 'the answer after a HEAD is whole');
   t.is(headLogout.status, 404, 'a GET that acts (logging out) is not run for HEAD');
+});
+
+test('look: the spawn form offers the profiles (escaped); the one chosen is the server\'s user_options', async (t) => {
+  const { context, page, errors } = await newPage(browser);
+  await login(page, hub.url, 'pat', 'pw');
+  await page.goto(`${hub.url}/hub/spawn/pat`);
+  const choices = await page.$$eval('select[name=profile] option', (os) => os.map((o) => [o.getAttribute('value'), o.textContent, (o as HTMLOptionElement).selected]));
+  t.deepEqual(choices, [['small', 'Small — 1 core', true], ['big', 'Big <b>box</b> — for "large" data', false]]);
+  await page.selectOption('select[name=profile]', 'big');
+  await Promise.all([page.waitForURL(/\/user\/pat\/$/, { timeout: 20_000 }), page.click('button[data-action=start]')]);
+  const me = await page.evaluate(async () => (await fetch('/hub/api/user', { headers: { accept: 'application/json' } })).json());
+  t.deepEqual(me.servers[''].user_options, { profile: 'big' });
+  t.deepEqual(errors, []);
+  await context.close();
 });

@@ -59,6 +59,7 @@ test('shares page: share from home, open what is shared with me, accept a link, 
   t.true(await bob.page.isVisible('#shared-with-me tr[data-shared="alice/"]'));
   await screenshot(bob.page, 'home-shared-with-me');
   await Promise.all([bob.page.waitForURL(/oauth2\/authorize/), bob.page.click('#shared-with-me a[data-action=open]')]);
+  await screenshot(bob.page, 'oauth-consent');
   await Promise.all([bob.page.waitForURL(/\/user\/alice\/$/), bob.page.click('button[type=submit]')]);
   t.true(await bob.page.isVisible('text=Hello, bob'));
 

@@ -4,6 +4,7 @@
 import { within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
+import { profilesOf } from '../../../shared/profiles.js';
 import {
   hubServerPath, invalidServerNameReason, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
@@ -16,7 +17,6 @@ import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 import { shareButton, sharedWithMe } from './share-page.js';
 
 /** A profile of `Spawner.profiles` (when the spawner offers choices). */
-interface Profile { slug: string; display_name: string; description?: string; default?: boolean }
 
 /** How long a start from a page waits for the spawner to record it before showing the pending page. */
 const START_RECORDED_MS = 3000;
@@ -35,8 +35,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { config, spawner, servers, users, web } = deps;
   const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
-  const profiles: Profile[] = Array.isArray((config.Spawner as Record<string, unknown>).profiles)
-    ? ((config.Spawner as Record<string, unknown>).profiles as Profile[]).filter((p) => p && typeof p.slug === 'string') : [];
+  const profiles = profilesOf(config);
 
   const resourceOf = async (user: string, name: string) => {
     const target = await users.get(user);
@@ -48,16 +47,16 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
 
   function profileSelect(): string {
     if (!profiles.length) return '';
-    const options = profiles.map((p) => `<option value="${escapeHtml(p.slug)}"${p.default ? ' selected' : ''}>${escapeHtml(p.display_name ?? p.slug)}${p.description ? ` — ${escapeHtml(p.description)}` : ''}</option>`).join('');
+    const options = profiles.map((p) => `<option value="${escapeHtml(p.name)}"${p.default ? ' selected' : ''}>${escapeHtml(p.display_name)}${p.description ? ` — ${escapeHtml(p.description)}` : ''}</option>`).join('');
     return `<label class="inline">Profile <select name="profile">${options}</select></label>`;
   }
 
   /** The user options a form chose (a profile), as the spawner takes them; '' reuses the last ones. */
   function chosenOptions(f: URLSearchParams): string {
-    const slug = f.get('profile');
-    if (!profiles.length || slug === null) return '';
-    if (!profiles.some((p) => p.slug === slug)) throw errors.badRequest(`No such profile: ${slug.slice(0, 60)}`);
-    return JSON.stringify({ profile: slug });
+    const chosen = f.get('profile');
+    if (!profiles.length || chosen === null) return '';
+    if (!profiles.some((p) => p.name === chosen)) throw errors.badRequest(`No such profile: ${chosen.slice(0, 60)}`);
+    return JSON.stringify({ profile: chosen });
   }
 
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
