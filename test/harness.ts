@@ -65,17 +65,19 @@ export interface StartOptions {
   healthTimeoutMs?: number;
   /** reuse the data dir (and ports) of a hub stopped with `stop({ keepDataDir: true })` */
   reuse?: { dataDir: string; port: number; natsPort: number };
+  /** another checkout of the hub to run (a benchmark's baseline, test/bench/tools.ts baselineCheckout); default this one */
+  repo?: string;
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse, repo = REPO }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
   const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
-  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, SUPERVISOR, '--config', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'], cwd: REPO, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN },
+  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, join(repo, 'dist', 'supervisor.js'), '--config', configFile], {
+    stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN },
   });
   let logText = '';
   const keep = (chunk: Buffer) => { logText = (logText + chunk.toString()).slice(-200_000); };

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { startHub, type HubUnderTest } from '../harness.js';
 import { jupyterhubInstalled, startJupyterHub, type JupyterHubUnderTest } from './jupyterhub.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
-import { aptInstall, onPath } from './tools.js';
+import { aptInstall, baselineCheckout, onPath } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
@@ -176,6 +176,14 @@ async function benchOurs(): Promise<HubFigures> {
     benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', () => rssMB(hub.children().gateway)));
 }
 
+/** The same hub at an earlier commit (BENCH_BASELINE), with the same configuration, in the same run. */
+async function benchBaseline(rev: string): Promise<HubFigures> {
+  const repo = baselineCheckout(rev, log);
+  const admin = newAdminToken();
+  return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000, repo }), (hub) =>
+    benchTarget(`baseline ${rev}`, hub.url, admin, 'application/hub-pagination+json', () => rssMB(hub.children().gateway)));
+}
+
 async function benchTheirs(): Promise<HubFigures> {
   const admin = newAdminToken();
   return withServer<JupyterHubUnderTest, HubFigures>(() => startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN] }), (hub) =>
@@ -217,6 +225,8 @@ export async function api(): Promise<void> {
   }
   log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run`);
   const ours = await attempt('our hub', benchOurs);
+  const baselineRev = process.env.BENCH_BASELINE;
+  const baseline = baselineRev ? await attempt(`baseline ${baselineRev}`, () => benchBaseline(baselineRev)) : undefined;
   const theirs = await attempt('jupyterhub', benchTheirs);
   const sizes = await attempt('our hub at 1,000 and 100,000 users', benchTableSize);
 
@@ -227,6 +237,13 @@ export async function api(): Promise<void> {
     const [a, b] = [ours?.results[c.key], theirs?.results[c.key]];
     const ratio = a && b ? `${(a.reqPerSec / b.reqPerSec).toFixed(1)}x` : 'n/a';
     console.log(`  ${c.title.padEnd(44)} ${cell(a)}   ${cell(b)}   ${ratio}`);
+  }
+  if (baselineRev) {
+    console.log(`  ${'same calls, this hub at ' + baselineRev}`);
+    for (const c of CASES) {
+      const [a, b] = [ours?.results[c.key], baseline?.results[c.key]];
+      console.log(`  ${c.title.padEnd(44)} ${cell(b)}   now/then ${a && b ? `${(a.reqPerSec / b.reqPerSec).toFixed(2)}x req/s, p99 ${(a.p99 / b.p99).toFixed(2)}x` : 'n/a'}`);
+    }
   }
   const mb = (x?: number): string => (x === undefined ? 'n/a' : `${x.toFixed(1)} MB`);
   console.log(`  our gateway RSS: before the runs ${mb(ours?.rssBefore)}, after ${mb(ours?.rssAfter)}`);

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
-import { aptInstall, onPath } from './tools.js';
+import { aptInstall, baselineCheckout, onPath } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
@@ -247,14 +247,16 @@ async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefi
   }
 }
 
-type Who = 'direct' | 'ours' | 'nginx' | 'chp';
-const LABELS: Record<Who, string> = { direct: 'backend directly', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy' };
+type Who = 'direct' | 'ours' | 'nginx' | 'chp' | 'baseline';
+const BASELINE = process.env.BENCH_BASELINE;
+const LABELS: Record<Who, string> = { direct: 'backend directly', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
 const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
   ensureTools();
   const backend = await startBackend();
   let hub: HubUnderTest | undefined;
+  let then: HubUnderTest | undefined; // this hub at BENCH_BASELINE
   let chp: { proc: ChildProcess; url: string } | undefined;
   let nginx: { proc: ChildProcess; url: string; dir: string } | undefined;
   const cleanup = async () => {
@@ -262,6 +264,7 @@ export async function proxy(): Promise<void> {
     nginx?.proc.kill('SIGQUIT');
     backend.proc.kill('SIGKILL');
     await hub?.stop();
+    await then?.stop();
     if (nginx) {
       await sleep(300);
       for (const pid of withChildren(nginx.proc.pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
@@ -270,15 +273,21 @@ export async function proxy(): Promise<void> {
   };
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().then(() => process.exit(130)));
   try {
-    hub = await startHub({ config: { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] } }, healthTimeoutMs: 30_000 });
+    const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] } };
+    hub = await startHub({ config: benchConfig, healthTimeoutMs: 30_000 });
     await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
+    if (BASELINE) {
+      then = await startHub({ config: benchConfig, healthTimeoutMs: 30_000, repo: baselineCheckout(BASELINE, log) });
+      await waitFor('the bench route of the baseline', async () => ((await fetch(then!.url + PATH)).status === 200 ? true : undefined), 10_000);
+    }
     chp = await startChp(backend.port);
     nginx = await startNginx(backend.port);
-    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, ours: hub.url, nginx: nginx.url, chp: chp.url };
+    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, ours: hub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
     const pids: Record<Who, (() => number[]) | undefined> = {
       direct: undefined, ours: () => withChildren(hub!.children().gateway), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
+      baseline: () => withChildren(then!.children().gateway),
     };
-    const order: Who[] = ['direct', 'ours', 'nginx', 'chp'];
+    const order: Who[] = ['direct', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
     const http: Partial<Record<Who, HttpResult>> = {};
     for (const k of order) http[k] = await attempt(k, () => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]));
@@ -298,6 +307,10 @@ export async function proxy(): Promise<void> {
     console.log(`  ours/chp:   ${ratio(o?.reqPerSec, http.chp?.reqPerSec, 1)} req/s (goal >= 5x), p99 ${ratio(o?.p99, http.chp?.p99)} of chp's`);
     if (idle.ours && idle.direct) console.log(`  added p50 over direct at 1 connection: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms (goal <= 0.1 ms); nginx ${idle.nginx ? (idle.nginx.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms, chp ${idle.chp ? (idle.chp.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);
     console.log(`  ws ours/chp: ${ratio(ws.ours, ws.chp)} (goal >= 2x); ours/nginx ${ratio(ws.ours, ws.nginx)}`);
+    if (then) {
+      console.log(`  now/then (${BASELINE}): ${ratio(o?.reqPerSec, http.baseline?.reqPerSec)} req/s, p99 ${ratio(o?.p99, http.baseline?.p99)}; ` +
+        `1 connection p50 ${ratio(idle.ours?.p50, idle.baseline?.p50)}; ws ${ratio(ws.ours, ws.baseline)}`);
+    }
     if (memory) {
       console.log(`  gateway RSS: ${memory.before.toFixed(1)} MB after warm-up, ${memory.after.toFixed(1)} MB after ${memory.requests} proxied requests, ${memory.settled.toFixed(1)} MB 3 s later`);
     }

@@ -1,7 +1,9 @@
 // Tools the benchmarks need from Debian (wrk, the established hub, configurable-http-proxy).
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { REPO } from '../harness.js';
 
 export const onPath = (bin: string): boolean => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
 
@@ -13,4 +15,32 @@ export function aptInstall(pkg: string, log: (line: string) => void): void {
   if (spawnSync('apt-get', ['install', '-y', pkg], opts).status === 0) return;
   spawnSync('apt-get', ['update'], { ...opts, timeout: 120_000 });
   spawnSync('apt-get', ['install', '-y', pkg], opts);
+}
+
+/**
+ * An earlier commit of this hub, checked out beside this one and built, for a benchmark that compares
+ * before and after in the same run (`BENCH_BASELINE=<commit>`). It shares this checkout's node_modules
+ * (packages have only been added since the baselines worth comparing) and is built with tsc alone: its own
+ * set-up script would reinstall packages into the shared folder. Returns the checkout's directory.
+ */
+export function baselineCheckout(rev: string, log: (line: string) => void): string {
+  const resolved = spawnSync('git', ['-C', REPO, 'rev-parse', '--verify', `${rev}^{commit}`], { encoding: 'utf8' });
+  if (resolved.status !== 0) throw new Error(`BENCH_BASELINE=${rev}: not a commit of this repository`);
+  const commit = resolved.stdout.trim();
+  const dir = join(tmpdir(), `hub-baseline-${commit.slice(0, 12)}`);
+  const run = (cmd: string, args: string[], cwd: string) => {
+    const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout: 600_000 });
+    if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed in ${cwd}: ${(r.stderr || r.stdout).slice(-2000)}`);
+  };
+  if (!existsSync(join(dir, 'dist', 'supervisor.js'))) {
+    log(`baseline: checking out ${commit.slice(0, 12)} in ${dir} and building it`);
+    if (!existsSync(dir)) run('git', ['-C', REPO, 'worktree', 'add', '--detach', dir, commit], REPO);
+    if (!existsSync(join(dir, 'node_modules'))) symlinkSync(join(REPO, 'node_modules'), join(dir, 'node_modules'));
+    // a baseline with contracts generated from proto/ needs them before tsc
+    if (existsSync(join(dir, 'shared', 'contracts')) && existsSync(join(dir, 'scripts', 'setup.mjs'))) {
+      throw new Error(`BENCH_BASELINE=${rev}: baselines from after the typed contracts are not supported; build that checkout with its own set-up and compare by hand`);
+    }
+    run(join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', '.'], dir);
+  }
+  return dir;
 }
