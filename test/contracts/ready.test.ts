@@ -45,6 +45,6 @@ test(`ready: ${COUNT} servers started at once are each reachable on both gateway
     return { name, how: started.status === 201 ? '201' : 'progress', status: Math.max(...answers.map((a) => a.status)), body: bodies.join(' | ') };
   }));
   for (const o of outcomes) t.is(o.status, 200, `${o.name} (${o.how}): ${o.body.slice(0, 200)}`);
-  t.true(outcomes.every((o) => o.body.includes(`fixture for ${o.name}`)));
+  for (const o of outcomes) t.true(o.body.includes(`fixture for ${o.name}`), `${o.name} (${o.how}): ${o.body.slice(0, 300)}`);
   t.log(`answered 201: ${outcomes.filter((o) => o.how === '201').length}, ready by progress: ${outcomes.filter((o) => o.how === 'progress').length}`);
 });

@@ -63,23 +63,31 @@ test('table: deleting routes prunes the trie; the same path spelled differently 
   t.is(table.size, 1, 'a delete by another spelling does not remove the newer route');
 });
 
-test('table: lookups stay flat from 100 to 100,000 routes', (t) => {
-  const timePerLookup = (routes: number): number => {
+test('table: a lookup does the same work at 100 and at 100,000 routes (a probe per path segment, no scan)', (t) => {
+  // counted, not timed: the machine is shared and timings drift; the work a lookup does is what must not grow
+  const probesPerLookup = (routes: number): number => {
     const table = new RouteTable();
     for (let i = 0; i < routes; i++) table.set(route(`/user/u${i}/`));
-    const paths = Array.from({ length: 1000 }, (_, i) => normalizePath(`/user/u${(i * 7919) % routes}/api/contents/notebook.ipynb`)!.segments);
-    for (let i = 0; i < 200_000; i++) table.match(paths[i % 1000]); // warm up the JIT
-    const t0 = process.hrtime.bigint();
+    const paths = Array.from({ length: 100 }, (_, i) => normalizePath(`/user/u${(i * 7919) % routes}/api/contents/notebook.ipynb`)!.segments);
+    const get = Map.prototype.get;
+    const has = Map.prototype.has;
+    let probes = 0;
+    Map.prototype.get = function (this: Map<unknown, unknown>, k: unknown) { probes++; return get.call(this, k); };
+    Map.prototype.has = function (this: Map<unknown, unknown>, k: unknown) { probes++; return has.call(this, k); };
     let found = 0;
-    for (let i = 0; i < 1_000_000; i++) if (table.match(paths[i % 1000])) found++;
-    const ns = Number(process.hrtime.bigint() - t0) / 1_000_000;
-    if (found !== 1_000_000) throw new Error('a lookup missed');
-    return ns;
+    try {
+      for (const p of paths) if (table.match(p)) found++;
+    } finally {
+      Map.prototype.get = get;
+      Map.prototype.has = has;
+    }
+    t.is(found, paths.length, 'every lookup finds its route');
+    return probes / paths.length;
   };
-  const small = timePerLookup(100);
-  const large = timePerLookup(100_000);
-  t.log(`${small.toFixed(0)} ns per lookup at 100 routes, ${large.toFixed(0)} ns at 100,000`);
-  // bounds loose enough for a shared 2-core machine running the rest of the suite; a linear scan would be ~1000x
-  t.true(large < 5000, 'under 5 µs per lookup');
-  t.true(large < small * 10 + 500, 'no growth with the number of routes beyond cache effects');
+  const small = probesPerLookup(100);
+  const large = probesPerLookup(100_000);
+  t.log(`${small} map probes per lookup at 100 routes, ${large} at 100,000`);
+  t.true(small > 0, 'the table is a tree of maps (the count would be 0 for another structure: rewrite this test then)');
+  t.is(large, small);
+  t.true(large <= 6, 'about one probe per path segment (5 here)');
 });

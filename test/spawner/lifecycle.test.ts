@@ -75,12 +75,17 @@ test.serial('servers: a slow start is 202 pending spawn; progress goes 0, 50, re
 
 test.serial('servers: a server that exits at once fails cleanly: error, failed progress event, no server left', async (t) => {
   const r = await api('POST', '/users/crasher/server', { token: ADMIN });
-  t.is(r.status, 500);
-  t.regex(r.body.message, /Spawn failed/);
-  t.deepEqual(await servers('crasher'), {});
+  // the failure is the answer, unless a loaded machine took longer than slow_spawn_timeout to see it: then
+  // the start answered 202 and the progress stream says it
+  if (r.status !== 202) {
+    t.is(r.status, 500);
+    t.regex(r.body.message, /Spawn failed/);
+  }
   const p = await readProgress(`${hub.url}/hub/api/users/crasher/server/progress`, ADMIN);
   t.like(p.events.at(-1), { failed: true });
+  t.regex(p.events.at(-1).message, /Spawn failed/);
   t.true(p.ended);
+  t.deepEqual(await servers('crasher'), {});
 });
 
 test.serial('servers: a server that never answers fails after start_timeout and its process is gone', async (t) => {
