@@ -111,9 +111,14 @@ export async function startExtraGateway(dataDir: string): Promise<{ url: string;
   const port = await freePort();
   const proc = spawn(process.execPath, [join(REPO, 'dist', 'services', 'gateway', 'main.js')], {
     env: { ...process.env, HUB_RESOLVED_CONFIG: join(dataDir, 'run', 'config.json'), HUB_GATEWAY_PORT: String(port), HUB_NATS_TOKEN: NATS_TOKEN },
-    stdio: 'ignore',
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  let stderr = '';
+  proc.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000); });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor('the second gateway to listen', async () => ((await fetch(`${url}/hub/api`)).ok ? true : undefined), 15_000);
+  await waitFor('the second gateway to listen', async () => {
+    if (proc.exitCode !== null) throw new Error(`the second gateway exited with ${proc.exitCode}: ${stderr}`);
+    return (await fetch(`${url}/hub/api`)).ok ? true : undefined;
+  }, 15_000).catch((e: Error) => { throw new Error(`${e.message}; its stderr: ${stderr.slice(-1500)}`); });
   return { url, proc, pid: proc.pid! };
 }
