@@ -5,6 +5,7 @@
 // server, so a restarted spawner finds its containers again: it adopts those the registry knows and
 // removes the others (`reconcile`). The client is dockerode, loaded only when this backend is used.
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
 import { hubInternalUrl, type HubConfig } from '../../../shared/config.js';
@@ -69,6 +70,22 @@ interface Listing {
   byId: Promise<Map<string, string>>;
 }
 
+/**
+ * dockerode, loaded on first use. Its transport loads ssh2 (for ssh:// hosts, unused here) whatever the
+ * host, and ssh2 starts compiling a WebAssembly module at load; actors run with --no-expose-wasm, so that
+ * start fails — harmlessly, but as an unhandled rejection. It is caught here, on the same module instance.
+ */
+async function loadDockerode(): Promise<typeof Dockerode> {
+  try {
+    const require = createRequire(import.meta.url);
+    const crypto = require(require.resolve('ssh2/lib/protocol/crypto.js', { paths: [require.resolve('docker-modem')] })) as { init?: Promise<void> };
+    crypto.init?.catch(() => undefined);
+  } catch {
+    // another layout of ssh2: at worst the rejection is logged once
+  }
+  return (await import('dockerode')).default;
+}
+
 export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
   const log = ctx.log;
   let loaded: Promise<typeof Dockerode> | null = null;
@@ -80,7 +97,7 @@ export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
     let c = clients.get(host);
     if (!c) {
       c = (async () => {
-        const Docker = (await (loaded ??= import('dockerode').then((m) => m.default))) as typeof Dockerode;
+        const Docker = (await (loaded ??= loadDockerode())) as typeof Dockerode;
         const conn = connectionOf(host);
         if (typeof conn === 'string') throw new Error(`DockerSpawner.host ${conn}`);
         // TLS as the docker CLI does it: ca.pem, cert.pem, key.pem in $DOCKER_CERT_PATH
