@@ -3,6 +3,7 @@
 // a named volume across stop and start, kill -9 of the spawner then adoption and clean-up, image errors.
 import test from 'ava';
 import { validateConfig } from '../../shared/config.js';
+import { containerName, safeName } from '../../shared/containers.js';
 import { startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { FIXTURE, readProgress, serverRecord } from './helpers.js';
@@ -33,7 +34,7 @@ const dockerConfig = (extra: Record<string, unknown> = {}, spawner: Record<strin
     ...spawner,
   },
   DockerSpawner: {
-    host: podman.host, image: IMAGE, pull_policy: 'never', volumes: { 'hubtest-{username}': '/home/hub' },
+    host: podman.host, image: IMAGE, pull_policy: 'never', volumes: { 'hubtest-{username}': '/home/hub' }, hub_connect_url: 'http://10.88.0.1:8000',
     extra_host_config: { Binds: podman.hostBinds }, ...extra,
   },
 });
@@ -66,6 +67,7 @@ test.serial('docker: a server runs in a container on the bridge network, reached
   const env = await (await fetch(`${hub.url}/user/alice/env`)).json();
   t.like(env.hub, { HUB_USER: 'alice', HUB_SERVER_NAME: '', HUB_SERVICE_URL: 'http://0.0.0.0:8888/user/alice/'});
   t.truthy(env.hub.HUB_API_TOKEN);
+  t.is(env.hub.HUB_API_URL, 'http://10.88.0.1:8000/hub/api', 'DockerSpawner.hub_connect_url: where containers reach the hub');
   t.true(env.names.includes('MEM_LIMIT') && env.names.includes('CPU_LIMIT'));
 
   const info = await inspect(id);
@@ -187,4 +189,16 @@ test('docker: the DockerSpawner options are checked at start, every problem name
     /extra_create_kwargs.Env: expected a list of "NAME=value"/, /extra_host_config.Binds: expected a list/, /DockerSpawner.hub_connect_url: expected http/,
   ]) t.regex(m, expected);
   t.notThrows(() => validateConfig({ Hub: { spawner_class: 'docker' }, DockerSpawner: { image: 'x', host: 'tcp://10.0.0.2:2375', volumes: { '/srv/homes/{username}': '/home/jovyan:rw' } } }));
+});
+
+test('docker: user and server names become container and volume names one-to-one, never a path or a leading dash', (t) => {
+  const names = ['alice', 'a-b', 'a_2db', 'A', 'a.b', '.hidden', '..', 'x/y', 'jean luc', 'zoë', 'ゆき', '-dash', 'a'.repeat(200), `${'a'.repeat(199)}b`];
+  const safe = names.map(safeName);
+  t.is(new Set(safe).size, names.length, 'no two names share a container or a volume');
+  for (const s of safe) t.regex(s, /^[a-z0-9_][a-z0-9_.]{0,62}$/);
+  t.is(safeName('alice'), 'alice');
+  t.is(safeName('a-b'), 'a_2db');
+  t.is(containerName('hub-{username}--{servername}', 'a-b', ''), 'hub-a_2db');
+  t.is(containerName('hub-{username}--{servername}', 'a', 'b-c'), 'hub-a--b_2dc');
+  t.not(containerName('hub-{username}--{servername}', 'a--b', ''), containerName('hub-{username}--{servername}', 'a', 'b'));
 });

@@ -22,6 +22,8 @@ export interface DockerState {
   host: string;
   id: string;
   name: string;
+  /** `DockerSpawner.remove` of this start (a profile may say otherwise than the base section) */
+  remove?: boolean;
 }
 
 export const LABELS = { hub: 'hub.id', user: 'hub.user', server: 'hub.server' } as const;
@@ -262,7 +264,7 @@ export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
       }
       const ip = hostNet ? '127.0.0.1' : addressOf(info, o.network_name);
       if (!ip) throw new Error(`the container has no address on the network '${o.network_name}'`);
-      const state: DockerState = { host, id, name };
+      const state: DockerState = { host, id, name, remove: o.remove };
       log.info({ event: 'docker.container.started', container: name, id: id.slice(0, 12), ip }, 'container started');
       return { target: `http://${ip.includes(':') ? `[${ip}]` : ip}:${listen.port}`, state: state as unknown as BackendState };
     } catch (e) {
@@ -299,7 +301,7 @@ export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
     async stop(s, { graceMs }) {
       const state = s as unknown as DockerState;
       if (!state.id) return;
-      await end(await client(state.host), state.id, graceMs, ctx.config.DockerSpawner.remove);
+      await end(await client(state.host), state.id, graceMs, state.remove ?? ctx.config.DockerSpawner.remove);
       listings.delete(state.host);
     },
     async adopt(s): Promise<Adopted | null> {
