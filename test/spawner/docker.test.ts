@@ -75,6 +75,7 @@ test.serial('docker: a server runs in a container on the bridge network, reached
   t.is(info.HostConfig.Memory, 256 * 2 ** 20, 'Spawner.mem_limit is the container\'s memory limit');
   t.is(info.HostConfig.NanoCpus, 5e8, 'Spawner.cpu_limit is its CPU quota');
   t.like(info.Config.Labels, { 'hub.user': 'alice', 'hub.server': '' });
+  t.false(info.Config.Env.includes(`PATH=${process.env.PATH}`), 'the hub\'s own PATH does not hide the image\'s');
   t.regex(info.Config.Labels['hub.id'], /^[0-9a-f]{10}$/);
   t.true(info.Mounts.some((m: { Type: string; Name?: string; Destination: string }) => m.Type === 'volume' && m.Name === 'hubtest-alice' && m.Destination === '/home/hub'));
   t.is((await podman.podman(['volume', 'inspect', '--format', '{{.Mountpoint}}', 'hubtest-alice'])).trim().length > 0, true);

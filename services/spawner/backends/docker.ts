@@ -226,7 +226,9 @@ export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
     const hostNet = o.network_name === 'host';
     const listen: Listen = hostNet ? { ip: '127.0.0.1', port: await freePort() } : { ip: '0.0.0.0', port: o.port };
     const internal = hubInternalUrl(ctx.config);
-    const env = Object.entries(req.env(listen)).map(([k, v]) =>
+    // the hub's own PATH and HOME mean nothing in an image (and would hide the image's): only configured ones go in
+    const inherited = (k: string, v: string) => (k === 'PATH' || k === 'HOME') && v === process.env[k];
+    const env = Object.entries(req.env(listen)).filter(([k, v]) => !inherited(k, v)).map(([k, v]) =>
       `${k}=${o.hub_connect_url && v.startsWith(internal) ? o.hub_connect_url.replace(/\/$/, '') + v.slice(internal.length) : v}`);
     const binds = Object.entries(o.volumes).map(([source, target]) => {
       const [path, mode] = target.split(':');
