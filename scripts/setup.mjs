@@ -97,6 +97,18 @@ function installChromium() {
   if (r.status !== 0 || !existsSync(CHROMIUM)) fail('`apt-get install -y chromium` failed: install chromium by hand for the browser tests');
 }
 
+/**
+ * The container backend's tests drive a real Podman service (Docker Engine API) with runc: crun, Podman's
+ * default on Debian, fails on this kind of machine (hybrid cgroups). Only for tests; a hub with
+ * spawner_class "docker" uses whatever Docker or Podman host DockerSpawner.host names.
+ */
+function installPodmanForTests() {
+  if (!process.argv.includes('--for-tests') || (existsSync('/usr/bin/podman') && existsSync('/usr/sbin/runc'))) return;
+  if (!canApt()) fail('the container tests need podman and runc: run `sudo apt-get install -y podman runc`');
+  console.error('hub setup: installing podman and runc for the container tests (apt-get)');
+  if (!aptInstall(['podman', 'runc', 'containernetworking-plugins', 'conmon', 'iptables'])) fail('`apt-get install -y podman runc` failed: install them by hand');
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -157,4 +169,5 @@ installNpmPackages();
 installNatsServer();
 installChromium();
 installJupyterForTests();
+installPodmanForTests();
 build();

@@ -4,6 +4,7 @@
 import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { invalidNameReason } from './names.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
@@ -47,7 +48,7 @@ export const SCHEMA = {
     load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
     activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
-    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account) or "localprocess" (each as its user\'s system account; needs root)', choices: ['simple', 'localprocess'] },
+    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root) or "docker" (each in a container, DockerSpawner)', choices: ['simple', 'localprocess', 'docker'] },
     env_prefix_aliases: { kind: 'string-list', default: [], help: 'each HUB_* variable given to servers and hub-managed services is also set under these prefixes (e.g. ["JUPYTERHUB_"])', check: (list: string[]) => list.filter((p) => !/^[A-Z][A-Z0-9_]*_$/.test(p)).map((p) => `Hub.env_prefix_aliases: ${JSON.stringify(p)} is not an environment variable prefix (capitals, digits and "_", ending with "_")`) },
     allow_named_servers: { kind: 'boolean', default: false, help: 'whether users may run named servers besides their default one' },
     named_server_limit_per_user: { kind: 'integer', default: 0, help: 'named servers a user may have (0 = no limit)', min: 0 },
@@ -89,6 +90,21 @@ export const SCHEMA = {
   LocalProcessSpawner: {
     create_system_users: { kind: 'boolean', default: false, help: 'create a missing system account (useradd -m, home 0700) instead of failing the spawn' },
     min_uid: { kind: 'integer', default: 1000, help: 'lowest uid a server may run as: root and system accounts never run servers', min: 1 },
+  },
+  DockerSpawner: {
+    host: { kind: 'string', default: '', help: 'the Docker Engine API: unix:///path/to/docker.sock (Podman: its `podman system service` socket), tcp://host:2375 or https://host:2376 (certificates from $DOCKER_CERT_PATH); "" = $DOCKER_HOST, else unix:///var/run/docker.sock', check: checkHost },
+    image: { kind: 'string', default: '', help: 'the image servers run in (required with spawner_class "docker"; a profile may choose another)' },
+    pull_policy: { kind: 'string', default: 'ifnotpresent', help: 'when the image is pulled: "ifnotpresent", "always" (at every start) or "never" (it must be on the Docker host already)', choices: ['ifnotpresent', 'always', 'never'] },
+    pull_timeout: seconds(300, 'how long one pull may take before the start fails'),
+    network_name: { kind: 'string', default: 'bridge', help: 'the network containers join: "bridge" (the engine\'s default; the hub reaches the container\'s address on DockerSpawner.port), a network\'s name, or "host" (the engine\'s own network; a free port on 127.0.0.1)', check: (v: string) => (/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(v) ? [] : [`DockerSpawner.network_name: ${JSON.stringify(v)} is not a network name`]) },
+    port: port(8888, 'the port servers listen on inside their container (not with network_name "host")'),
+    hub_connect_url: { kind: 'string', default: '', help: 'where servers in containers reach the hub (e.g. http://10.88.0.1:8000); "" = the hub\'s own address, right only with network_name "host"', check: (v: string) => (v && !/^https?:\/\/[^/]+\/?$/.test(v) ? [`DockerSpawner.hub_connect_url: expected http(s)://host:port, got ${JSON.stringify(v)}`] : []) },
+    volumes: { kind: 'string-map', default: {}, help: 'host path or volume name → path in the container (":ro" at the end for read-only); {username} and {servername} expand (made safe for names), e.g. {"hub-home-{username}": "/home/jovyan"}', check: checkVolumes },
+    remove: { kind: 'boolean', default: true, help: 'remove the container when its server stops (false keeps it, stopped, until the next start replaces it)' },
+    name_template: { kind: 'string', default: 'hub-{username}--{servername}', help: 'container names; {username} and {servername} expand (made safe; a default server drops the trailing "--")', check: checkNameTemplate },
+    cmd_from_image: { kind: 'boolean', default: false, help: 'run the image\'s own command instead of Spawner.cmd (the environment still says where to listen)' },
+    extra_create_kwargs: { kind: 'object', default: {}, help: 'more fields of the engine\'s create call (e.g. {"User": "1000"}); Env and Labels are added to the hub\'s, the rest replaces', check: checkExtraCreate },
+    extra_host_config: { kind: 'object', default: {}, help: 'more fields of the create call\'s HostConfig (e.g. {"ShmSize": 268435456}); Binds are added to DockerSpawner.volumes, the rest replaces', check: checkExtraHostConfig },
   },
   Proxy: {
     connect_timeout: seconds(5, 'how long the gateway waits for a proxied target to accept a connection (and a WebSocket handshake)'),

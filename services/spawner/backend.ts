@@ -91,6 +91,12 @@ export interface SpawnerBackend {
   stop(state: BackendState, o: { graceMs: number }): Promise<void>;
   /** After a spawner restart: null when the server is gone, else how to keep watching it. */
   adopt(state: BackendState): Promise<Adopted | null>;
+  /**
+   * Optional, at spawner start after adoption: free what this hub's backend holds that no active server
+   * of the registry names (e.g. a container left by a crash between its creation and the record's save).
+   * A record still without state is a start under way: keep what is its.
+   */
+  reconcile?(records: readonly Readonly<ServerRecord>[]): Promise<void>;
 }
 
 /** What every backend gets at creation. */

@@ -570,6 +570,12 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           await stopServerNow(r, 'actor:spawner (unhealthy at adoption)').catch(() => undefined);
         }
       }
+      // then what a backend holds that no server names any more (containers left by a crash)
+      const active = registry.all().filter(isActive);
+      for (const cls of new Set([config.Hub.spawner_class, ...active.map((r) => r.spawner_class)])) {
+        await backend(cls).reconcile?.(active).catch((e: Error) =>
+          log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
+      }
     },
 
     /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */

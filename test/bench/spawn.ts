@@ -1,7 +1,8 @@
 // `npm run bench spawn`: one spawn alone, N at once and N stops at once (BENCH_SPAWN_COUNT, default 50), with
 // this hub's `simple` and `localprocess` and the established hub's SimpleLocalProcessSpawner and
 // LocalProcessSpawner, all spawning the same tiny program in the same run; beside the floor: the CPU time
-// that program's start-up costs here, times the count, divided by the cores.
+// that program's start-up costs here, times the count, divided by the cores. Then this hub's `docker`
+// backend on a Podman service started for the run (at most 20 at once: containers cost far more).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -11,10 +12,12 @@ import { freePort, sleep, startHub, waitFor } from '../harness.js';
 import { randomToken } from '../api/client.js';
 import { jupyterhubInstalled, startJupyterHub } from './jupyterhub.js';
 import { aptInstall } from './tools.js';
+import { IMAGE, startPodman } from '../spawner/podman.js';
 
 const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
 const COUNT = Number(process.env.BENCH_SPAWN_COUNT ?? 50);
 const ALONE_RUNS = 5;
+const DOCKER_COUNT = Math.min(COUNT, 20);
 const log = (line: string) => console.error(`bench spawn: ${line}`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
@@ -93,7 +96,7 @@ export async function spawnBench(): Promise<void> {
   const cores = availableParallelism();
   const users = accounts(COUNT);
   const token = randomToken();
-  const results: [string, Figures][] = [];
+  const results: [string, Figures, number][] = [];
   try {
     const probes: { cpu: number; wall: number }[] = [];
     for (let i = 0; i < 5; i++) probes.push(await startupCpu());
@@ -112,7 +115,7 @@ export async function spawnBench(): Promise<void> {
       try {
         const call = apiClient(hub.url);
         await call('POST', '/users', { token, body: { usernames: users.names } });
-        results.push([`hub ${spawner}`, await measure({ call, token }, users.names)]);
+        results.push([`hub ${spawner}`, await measure({ call, token }, users.names), COUNT]);
         log(JSON.stringify(results.at(-1)));
       } finally {
         await hub.stop();
@@ -133,7 +136,7 @@ export async function spawnBench(): Promise<void> {
       try {
         const call = apiClient(jh.url);
         await call('POST', '/users', { token, body: { usernames: users.names } });
-        results.push([label, await measure({ call, token }, users.names)]);
+        results.push([label, await measure({ call, token }, users.names), COUNT]);
         log(JSON.stringify(results.at(-1)));
       } catch (e) {
         throw new Error(`${(e as Error).message}\n${jh.logs()}`);
@@ -142,15 +145,40 @@ export async function spawnBench(): Promise<void> {
       }
     }
 
+    log('this hub, docker (Podman service, bridge network)');
+    const podman = await startPodman();
+    try {
+      const hub = await startHub({
+        config: {
+          Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'docker', concurrent_spawn_limit: 0, rpc_timeout: 300 },
+          Authenticator: { admin_users: ['boss'] },
+          Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
+          DockerSpawner: { host: podman.host, image: IMAGE, pull_policy: 'never', extra_host_config: { Binds: podman.hostBinds } },
+        },
+      });
+      try {
+        const call = apiClient(hub.url);
+        const some = users.names.slice(0, DOCKER_COUNT);
+        await call('POST', '/users', { token, body: { usernames: some } });
+        results.push(['hub docker (Podman)', await measure({ call, token }, some), DOCKER_COUNT]);
+        log(JSON.stringify(results.at(-1)));
+      } finally {
+        await hub.stop();
+      }
+    } finally {
+      await podman.stop();
+    }
+
     const floorAlone = cpu * 1000;
     const floorBurst = (cpu * COUNT * 1000) / cores;
     const ms = (x: number) => `${Math.round(x)} ms`;
     const above = (x: number, floor: number) => `${(x / floor).toFixed(1)}×`;
     console.log(`\nspawn (${COUNT} servers, ${cores} cores); floor: start-up CPU ${ms(cpu * 1000)} per server (wall ${ms(wallAlone)} alone)`);
-    console.log(`${'what'.padEnd(40)} ${'one alone'.padStart(16)} ${`${COUNT} at once`.padStart(18)} ${`${COUNT} stops`.padStart(10)}`);
-    console.log(`${'floor'.padEnd(40)} ${ms(floorAlone).padStart(16)} ${ms(floorBurst).padStart(18)} ${'-'.padStart(10)}`);
-    for (const [label, f] of results) {
-      console.log(`${label.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${ms(f.burst)} (${above(f.burst, floorBurst)})`.padStart(18)} ${ms(f.stops).padStart(10)}`);
+    console.log(`${'what'.padEnd(40)} ${'one alone'.padStart(16)} ${'N at once'.padStart(22)} ${'N stops'.padStart(10)}`);
+    console.log(`${'floor'.padEnd(40)} ${ms(floorAlone).padStart(16)} ${`${COUNT}: ${ms(floorBurst)}`.padStart(22)} ${'-'.padStart(10)}`);
+    for (const [label, f, n] of results) {
+      const floorN = (cpu * n * 1000) / cores;
+      console.log(`${label.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${n}: ${ms(f.burst)} (${above(f.burst, floorN)})`.padStart(22)} ${ms(f.stops).padStart(10)}`);
     }
   } finally {
     users.remove();

@@ -29,7 +29,7 @@ test('options: sizes read as the established hub reads them', (t) => {
 
 test('options: spawner_class, limits, aliases and profiles are checked, every problem listed', (t) => {
   const p = problems({
-    Hub: { spawner_class: 'docker', env_prefix_aliases: ['jupyterhub_', 'JUPYTERHUB_'] },
+    Hub: { spawner_class: 'kubernetes', env_prefix_aliases: ['jupyterhub_', 'JUPYTERHUB_'] },
     Spawner: {
       mem_limit: '12X', cpu_limit: -1,
       profiles: [
@@ -42,7 +42,7 @@ test('options: spawner_class, limits, aliases and profiles are checked, every pr
     Authenticator: { username_map: { 'Alice.Smith': 'alice', 'bob@example.org': 'b/ob' } },
   });
   const expect = [
-    /^Hub.spawner_class: expected one of "simple", "localprocess"/,
+    /^Hub.spawner_class: expected one of "simple", "localprocess", "docker"/,
     /^Hub.env_prefix_aliases: "jupyterhub_" is not an environment variable prefix/,
     /^Spawner.mem_limit: expected a size in bytes/,
     /^Spawner.cpu_limit: expected a number >= 0/,

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import type { HubConfig } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/log.js';
 import type { BackendContext, Preflight, SpawnerBackend } from '../backend.js';
+import * as docker from './docker.js';
 import * as localprocess from './localprocess.js';
 import * as simple from './simple.js';
 
@@ -18,6 +19,7 @@ interface BackendModule {
 export const BACKENDS: Record<HubConfig['Hub']['spawner_class'], BackendModule> = {
   simple: { section: null, preflight: simple.preflight, create: simple.createSimpleBackend },
   localprocess: { section: 'LocalProcessSpawner', preflight: localprocess.preflight, create: localprocess.createLocalProcessBackend },
+  docker: { section: 'DockerSpawner', preflight: docker.preflight, create: docker.createDockerBackend },
 };
 
 /** Tells this hub's resources (cgroups, accounts' processes) from another hub's on the same machine. */
