@@ -97,6 +97,18 @@ function installChromium() {
   if (r.status !== 0 || !existsSync(CHROMIUM)) fail('`apt-get install -y chromium` failed: install chromium by hand for the browser tests');
 }
 
+/**
+ * The slurm backend's tests start their own slurmctld, slurmd and munged (test/spawner/slurm-cluster.ts):
+ * Debian's slurm-wlm and munge. Only for tests; a hub pointed at a real cluster uses that cluster's commands.
+ */
+function installSlurmForTests() {
+  if (!process.argv.includes('--for-tests')) return;
+  if (['/usr/sbin/slurmctld', '/usr/sbin/slurmd', '/usr/bin/sbatch', '/usr/sbin/munged', '/usr/sbin/mungekey'].every((f) => existsSync(f))) return;
+  if (!canApt()) fail('the slurm tests need slurm-wlm and munge: run `sudo apt-get install -y slurm-wlm munge`');
+  console.error('hub setup: installing slurm-wlm and munge for the tests (apt-get)');
+  if (!aptInstall(['slurm-wlm', 'munge'])) fail('`apt-get install -y slurm-wlm munge` failed: install them by hand');
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -157,4 +169,5 @@ installNpmPackages();
 installNatsServer();
 installChromium();
 installJupyterForTests();
+installSlurmForTests();
 build();
