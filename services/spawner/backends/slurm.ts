@@ -109,6 +109,7 @@ export function describeJobEnd(id: string, state: string, o: { exitCode?: string
     case 'NODE_FAIL': return `SLURM job ${id} ended: its node failed`;
     case 'PREEMPTED': return `SLURM job ${id} was preempted`;
     case 'DEADLINE': return `SLURM job ${id} reached its deadline`;
+    case 'COMPLETING': return `SLURM job ${id} is ending (COMPLETING)${reason}`;
     default: return `SLURM job ${id} ended: ${state || 'state unknown'}${reason}`;
   }
 }
@@ -248,9 +249,15 @@ class Slurm {
 
   /** Why a job ended: scontrol while the controller remembers it, else sacct, else what squeue last said. */
   async whyEnded(id: string, last?: JobInfo): Promise<string> {
-    const sc = await runCommand([...this.o.scontrol, 'show', 'job', '--oneliner', id], { env: this.env() }).catch(() => null);
-    if (sc && sc.code === 0 && sc.stdout.includes('JobState=')) {
+    // a job seen COMPLETING (its processes being ended) shows how it ended moments later: look again, briefly
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const sc = await runCommand([...this.o.scontrol, 'show', 'job', '--oneliner', id], { env: this.env() }).catch(() => null);
+      if (!sc || sc.code !== 0 || !sc.stdout.includes('JobState=')) break;
       const f = parseScontrol(sc.stdout);
+      if (f.JobState === 'COMPLETING' && attempt < 9) {
+        await sleep(200);
+        continue;
+      }
       return describeJobEnd(id, f.JobState ?? '', { exitCode: f.ExitCode, reason: f.Reason, timeLimit: f.TimeLimit });
     }
     const sa = await runCommand([...this.o.sacct, '--noheader', '--parsable2', '--allocations', `--jobs=${id}`, '--format=State,ExitCode,Reason'], { env: this.env() }).catch(() => null);
