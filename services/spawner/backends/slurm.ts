@@ -333,6 +333,11 @@ export function createSlurmBackend(ctx: BackendContext): SpawnerBackend {
           req.signal.addEventListener('abort', onAbort, { once: true });
         }),
       ]);
+      if (![...said].some((m) => m.includes(' is running on '))) {
+        // the report can come before the next look at the queue: say where the job runs all the same
+        const j = (await slurm.query([id]).catch(() => new Map<string, JobInfo>())).get(id);
+        if (j?.node) progressOnce(`SLURM job ${id} is running on ${j.node}`);
+      }
       progressOnce(`The server listens on ${where.host}:${where.port}`);
       return locationTarget(where.host, where.port);
     } finally {
