@@ -107,6 +107,11 @@ export interface SpawnerBackend {
   stop(state: BackendState, o: { graceMs: number }): Promise<void>;
   /** After a spawner restart: null when the server is gone, else how to keep watching it. */
   adopt(state: BackendState): Promise<Adopted | null>;
+  /**
+   * For servers that report where they listen: why `where` cannot be where this server runs (e.g. not the node
+   * its job landed on), or null. Without it any host the server's own token names is taken.
+   */
+  checkLocation?(state: BackendState, where: ReportedLocation): Promise<string | null>;
 }
 
 /** What every backend gets at creation. */

@@ -106,14 +106,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   };
   // Servers that report where they listen (a batch job lands on any node): one waiter per start, tied to
   // the start's token, so a report for an older start of the same server never counts.
-  const reports = new Map<string, { tokenId: string; promise: Promise<ReportedLocation>; resolve: (l: ReportedLocation) => void }>();
+  type Waiter = { tokenId: string; promise: Promise<ReportedLocation>; resolve: (l: ReportedLocation) => void; reject: (e: Error) => void };
+  const reports = new Map<string, Waiter>();
   const reportOf = (r: ServerRecord) => {
     const key = serverKey(r.user, r.name);
     let w = reports.get(key);
     if (!w || w.tokenId !== r.token_id) {
-      let resolve!: (l: ReportedLocation) => void;
-      const promise = new Promise<ReportedLocation>((res) => { resolve = res; });
-      reports.set(key, (w = { tokenId: r.token_id, promise, resolve }));
+      let resolve!: Waiter['resolve'];
+      let reject!: Waiter['reject'];
+      const promise = new Promise<ReportedLocation>((res, rej) => { resolve = res; reject = rej; });
+      promise.catch(() => undefined); // nobody may be waiting yet
+      reports.set(key, (w = { tokenId: r.token_id, promise, resolve, reject }));
     }
     return w;
   };
@@ -616,6 +619,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       if (!r || !isActive(r)) throw errors.notFound(`${label(req)} is not running`, 'HUB_ERR_SERVER_NOT_FOUND');
       if (!r.token_id || r.token_id !== req.token_id) throw errors.forbidden('Only the server\'s own token may report where it listens');
       if (r.state !== 'spawn' || r.target) throw errors.conflict(`${label(req)} has already reported where it listens`);
+      const wrong = await backend(r.spawner_class).checkLocation?.(r.spawner_state, { host: req.host, port: req.port });
+      if (wrong) {
+        // a server that says it is somewhere it is not does not start: the start fails with why
+        log.warn({ event: 'server.location.refused', server: label(r), host: req.host, port: req.port, reason: wrong }, 'server reported a place it does not run');
+        reportOf(r).reject(new Error(`the server reported ${req.host}:${req.port}, refused: ${wrong}`));
+        throw errors.badRequest(wrong);
+      }
       reportOf(r).resolve({ host: req.host, port: req.port });
       log.info({ event: 'server.located', server: label(r), host: req.host, port: req.port }, 'server reported where it listens');
       return { status: 'ok' };

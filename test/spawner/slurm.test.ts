@@ -35,6 +35,8 @@ test.before(async () => {
           // held until the test releases it: a real queued job
           { name: 'held', display_name: 'Held', overrides: { 'SlurmSpawner.req_options': ['--hold'] } },
           { name: 'short', display_name: 'One minute', overrides: { 'SlurmSpawner.req_runtime': '1' } },
+          // the job wrapper reports a host that is not the job's node
+          { name: 'liar', display_name: 'Liar', overrides: { 'Spawner.environment': { HUB_SLURM_REPORT_HOST: 'elsewhere.invalid' } } },
         ],
       },
       SlurmSpawner: { slurm_conf: cluster.conf, partition: cluster.partition, req_memory: '100M', poll_interval: POLL_S },
@@ -84,7 +86,8 @@ test.serial('slurm: a held job shows queued, then running on its node, then read
   t.regex(squeue(job), /^RUNNING\|/);
 
   t.is((await api('DELETE', `/users/${QUEUED}/server`, { token: ADMIN })).status, 204);
-  t.notRegex(squeue(job), /^(PENDING|RUNNING|COMPLETING)/, 'the job is gone from the queue');
+  t.notRegex(squeue(job), /^(PENDING|RUNNING|COMPLETING)/, 'the job has ended');
+  t.is(cluster.run('squeue', ['--noheader', `--jobs=${job}`]).trim(), '', 'gone from squeue');
   t.deepEqual(await serversOf(QUEUED), {});
 });
 
@@ -105,6 +108,17 @@ test.serial('slurm: the location report takes only the server\'s own token, once
   }
   t.is((await api('POST', path, { token: own, body: { host: 'elsewhere', port: 80 } })).status, 409, 'reported once, at the start');
   t.is((await serverRecord(hub.natsUrl, OUTSIDE))!.target, rec.target);
+});
+
+test.serial('slurm: a report naming a host other than the job\'s node fails the start with why, and the job is cancelled', async (t) => {
+  t.is((await api('POST', `/users/${QUEUED}/servers/liar`, { token: ADMIN, body: { profile: 'liar' } })).status, 202);
+  const stream = await readProgress(`${hub.url}/hub/api/users/${QUEUED}/servers/liar/progress`, ADMIN, 30_000);
+  const last = stream.events.at(-1);
+  t.true(last?.failed, JSON.stringify(stream.events));
+  t.regex(last?.message ?? '', new RegExp(`elsewhere\\.invalid:\\d+, refused: elsewhere\\.invalid is not ${hostname()}, the node SLURM runs job \\d+ on`));
+  const job = /job (\d+) on/.exec(last.message)![1];
+  t.notRegex(squeue(job), /^(PENDING|RUNNING|COMPLETING)/);
+  t.false((await serversOf(QUEUED)).liar?.ready ?? false);
 });
 
 test.serial('slurm: a job cancelled outside the hub shows the server stopped within the poll interval, with the reason audited', async (t) => {

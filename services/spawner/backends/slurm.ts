@@ -7,6 +7,7 @@
 // When the hub runs as root, jobs run as the user's system account (sbatch --uid/--gid), as localprocess
 // runs servers; otherwise as the hub's own account.
 import { spawn } from 'node:child_process';
+import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +15,7 @@ import { hubInternalUrl, type HubConfig } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../../shared/paths.js';
 import { locationTarget } from '../../../shared/servers.js';
-import type { Adopted, BackendContext, BackendState, ExitStatus, PollResult, Preflight, SpawnerBackend, StartRequest, Started } from '../backend.js';
+import type { Adopted, BackendContext, BackendState, ExitStatus, PollResult, Preflight, ReportedLocation, SpawnerBackend, StartRequest, Started } from '../backend.js';
 import { expandHome } from '../process.js';
 import { invalidAccountName, lookupAccount } from './localprocess.js';
 
@@ -251,9 +252,8 @@ class Slurm {
   async whyEnded(id: string, last?: JobInfo): Promise<string> {
     // a job seen COMPLETING (its processes being ended) shows how it ended moments later: look again, briefly
     for (let attempt = 0; attempt < 10; attempt++) {
-      const sc = await runCommand([...this.o.scontrol, 'show', 'job', '--oneliner', id], { env: this.env() }).catch(() => null);
-      if (!sc || sc.code !== 0 || !sc.stdout.includes('JobState=')) break;
-      const f = parseScontrol(sc.stdout);
+      const f = await this.show('job', id).catch(() => null);
+      if (!f?.JobState) break;
       if (f.JobState === 'COMPLETING' && attempt < 9) {
         await sleep(200);
         continue;
@@ -267,6 +267,12 @@ class Slurm {
       return describeJobEnd(id, state, { exitCode, reason });
     }
     return last ? describeJobEnd(id, last.state, { reason: last.reason }) : `SLURM job ${id} is no longer known to SLURM`;
+  }
+
+  /** `scontrol show <what> --oneliner <id>` as key=value, or null when SLURM does not know it. */
+  async show(what: 'job' | 'node', id: string): Promise<Record<string, string> | null> {
+    const r = await runCommand([...this.o.scontrol, 'show', what, '--oneliner', id], { env: this.env() });
+    return r.code === 0 && r.stdout.includes('=') ? parseScontrol(r.stdout) : null;
   }
 
   /** scancel; a job that has already ended is fine. */
@@ -388,6 +394,20 @@ export function createSlurmBackend(ctx: BackendContext): SpawnerBackend {
         await sleep(delay);
       }
       watcher.forget(id);
+    },
+
+    /** The reported host must be the node the job's batch step runs on: its name, NodeHostName, NodeAddr, or one of their addresses. */
+    async checkLocation(s: BackendState, where: ReportedLocation): Promise<string | null> {
+      const { job_id: id } = s as unknown as SlurmState;
+      const job = await slurm.show('job', id);
+      if (!job || job.JobState !== 'RUNNING' || !job.BatchHost) return `SLURM job ${id} is not running`;
+      const node = await slurm.show('node', job.BatchHost);
+      const names = new Set([job.BatchHost, node?.NodeHostName, node?.NodeAddr].filter((n): n is string => Boolean(n)));
+      if (names.has(where.host)) return null;
+      const addresses = async (host: string) => (await lookup(host, { all: true }).catch(() => [])).map((a) => a.address);
+      const nodeAddresses = new Set((await Promise.all([...names].map(addresses))).flat());
+      if ((await addresses(where.host)).some((a) => nodeAddresses.has(a))) return null;
+      return `${where.host} is not ${job.BatchHost}, the node SLURM runs job ${id} on`;
     },
 
     async adopt(s: BackendState): Promise<Adopted | null> {
