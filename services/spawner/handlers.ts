@@ -619,7 +619,9 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       if (!r || !isActive(r)) throw errors.notFound(`${label(req)} is not running`, 'HUB_ERR_SERVER_NOT_FOUND');
       if (!r.token_id || r.token_id !== req.token_id) throw errors.forbidden('Only the server\'s own token may report where it listens');
       if (r.state !== 'spawn' || r.target) throw errors.conflict(`${label(req)} has already reported where it listens`);
-      const wrong = await backend(r.spawner_class).checkLocation?.(r.spawner_state, { host: req.host, port: req.port });
+      // a backend that cannot look now (its commands failing) is a 503: the reporter tries again
+      const wrong = await backend(r.spawner_class).checkLocation?.(r.spawner_state, { host: req.host, port: req.port })
+        .catch((e: Error) => { throw errors.unavailable(`the ${r.spawner_class} backend`, e); });
       if (wrong) {
         // a server that says it is somewhere it is not does not start: the start fails with why
         log.warn({ event: 'server.location.refused', server: label(r), host: req.host, port: req.port, reason: wrong }, 'server reported a place it does not run');
