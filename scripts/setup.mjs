@@ -107,6 +107,15 @@ function installPodmanForTests() {
   if (!canApt()) fail('the container tests need podman and runc: run `sudo apt-get install -y podman runc`');
   console.error('hub setup: installing podman and runc for the container tests (apt-get)');
   if (!aptInstall(['podman', 'runc', 'containernetworking-plugins', 'conmon', 'iptables'])) fail('`apt-get install -y podman runc` failed: install them by hand');
+ * The slurm backend's tests start their own slurmctld, slurmd and munged (test/spawner/slurm-cluster.ts):
+ * Debian's slurm-wlm and munge. Only for tests; a hub pointed at a real cluster uses that cluster's commands.
+ */
+function installSlurmForTests() {
+  if (!process.argv.includes('--for-tests')) return;
+  if (['/usr/sbin/slurmctld', '/usr/sbin/slurmd', '/usr/bin/sbatch', '/usr/sbin/munged', '/usr/sbin/mungekey'].every((f) => existsSync(f))) return;
+  if (!canApt()) fail('the slurm tests need slurm-wlm and munge: run `sudo apt-get install -y slurm-wlm munge`');
+  console.error('hub setup: installing slurm-wlm and munge for the tests (apt-get)');
+  if (!aptInstall(['slurm-wlm', 'munge'])) fail('`apt-get install -y slurm-wlm munge` failed: install them by hand');
 }
 
 function newestMtime(dir) {
@@ -170,4 +179,5 @@ installNatsServer();
 installChromium();
 installJupyterForTests();
 installPodmanForTests();
+installSlurmForTests();
 build();

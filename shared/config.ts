@@ -2,6 +2,7 @@
 // keyed `{Section: {option: value}}` as the established hub keys its options, plus `--Section.option=value`
 // overrides. Validated once at start with every problem listed; frozen; actors read the resolved copy.
 import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
@@ -24,6 +25,22 @@ interface OptionSpec {
 
 const port = (dflt: number, help: string) => ({ kind: 'integer' as const, default: dflt, help, min: 1, max: 65535 });
 const seconds = (dflt: number, help: string) => ({ kind: 'number' as const, default: dflt, help, min: 0 });
+
+/**
+ * The job script of `Hub.spawner_class: "slurm"`: the server's environment comes with the job (sbatch's
+ * own, never written into the script), its output goes to the account's home.
+ */
+const SLURM_BATCH_SCRIPT = `#!/bin/sh
+#SBATCH --job-name={job_name}
+#SBATCH --chdir={workdir}
+#SBATCH --output={homedir}/.hub-slurm-%j.log
+#SBATCH --partition={partition}
+#SBATCH --mem={memory}
+#SBATCH --cpus-per-task={nprocs}
+#SBATCH --time={runtime}
+{options}
+exec {cmd}
+`;
 
 /** Every option the hub knows, by section. An option not listed here is a configuration error. */
 export const SCHEMA = {
@@ -48,7 +65,7 @@ export const SCHEMA = {
     load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
     activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
-    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root) or "docker" (each in a container, DockerSpawner)', choices: ['simple', 'localprocess', 'docker'] },
+    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root), "docker" (each in a container, DockerSpawner) or "slurm" (each as a SLURM batch job, SlurmSpawner)', choices: ['simple', 'localprocess', 'docker', 'slurm'] },
     env_prefix_aliases: { kind: 'string-list', default: [], help: 'each HUB_* variable given to servers and hub-managed services is also set under these prefixes (e.g. ["JUPYTERHUB_"])', check: (list: string[]) => list.filter((p) => !/^[A-Z][A-Z0-9_]*_$/.test(p)).map((p) => `Hub.env_prefix_aliases: ${JSON.stringify(p)} is not an environment variable prefix (capitals, digits and "_", ending with "_")`) },
     allow_named_servers: { kind: 'boolean', default: false, help: 'whether users may run named servers besides their default one' },
     named_server_limit_per_user: { kind: 'integer', default: 0, help: 'named servers a user may have (0 = no limit)', min: 0 },
@@ -106,6 +123,23 @@ export const SCHEMA = {
     extra_create_kwargs: { kind: 'object', default: {}, help: 'more fields of the engine\'s create call (e.g. {"User": "1000"}); Env and Labels are added to the hub\'s, the rest replaces', check: checkExtraCreate },
     extra_host_config: { kind: 'object', default: {}, help: 'more fields of the create call\'s HostConfig (e.g. {"ShmSize": 268435456}); Binds are added to DockerSpawner.volumes, the rest replaces', check: checkExtraHostConfig },
   },
+  SlurmSpawner: {
+    batch_script: { kind: 'string', default: SLURM_BATCH_SCRIPT, help: 'the job script given to sbatch on its standard input; placeholders {job_name} {username} {servername} {homedir} {workdir} {partition} {memory} {nprocs} {runtime} {options} {cmd} ({cmd} is required: the hub\'s wrapper and the server command, shell-quoted); a line with a placeholder whose value is empty is left out', check: checkBatchScript },
+    partition: { kind: 'string', default: '', help: 'SLURM partition of the jobs ("" = the cluster\'s default)', check: (v: string) => (/^[A-Za-z0-9_.,-]*$/.test(v) ? [] : [`SlurmSpawner.partition: ${JSON.stringify(v)} is not a partition name (letters, digits, "_", ".", "-", "," between several)`]) },
+    req_memory: { kind: 'string', default: '', help: 'memory per job as sbatch --mem takes it, e.g. "4G" ("" = Spawner.mem_limit when set, else the partition\'s default)', check: (v: string) => (/^(\d+[KMGT]?)?$/.test(v) ? [] : [`SlurmSpawner.req_memory: ${JSON.stringify(v)} is not a size sbatch --mem takes (a number with K, M, G or T)`]) },
+    req_nprocs: { kind: 'integer', default: 0, help: 'CPUs per job (--cpus-per-task; 0 = Spawner.cpu_limit rounded up when set, else 1)', min: 0 },
+    req_runtime: { kind: 'string', default: '', help: 'time limit of each job as sbatch --time takes it, e.g. "8:00:00" or "1-00:00:00" ("" = the partition\'s default); the server stops when it is reached', check: (v: string) => (/^(|UNLIMITED|(\d+-)?\d+(:\d+){0,2})$/.test(v) ? [] : [`SlurmSpawner.req_runtime: ${JSON.stringify(v)} is not a time sbatch --time takes (minutes, [days-]hours:minutes:seconds, ...)`]) },
+    req_options: { kind: 'string-list', default: [], help: 'more sbatch options, one per line of the script, e.g. ["--gres=gpu:1", "--qos=interactive"]', check: (list: string[]) => list.filter((o) => !/^--?[A-Za-z][A-Za-z0-9-]*(=[^\n\r]*)?$/.test(o)).map((o) => `SlurmSpawner.req_options: ${JSON.stringify(o)} is not one sbatch option ("--name" or "--name=value", one line)`) },
+    sbatch: { kind: 'string-list', default: ['sbatch'], help: 'the sbatch command (a path, or a prefix and the command, e.g. ["/opt/slurm/bin/sbatch"])', check: (v: string[]) => (v.length ? [] : ['SlurmSpawner.sbatch: must name a command']) },
+    squeue: { kind: 'string-list', default: ['squeue'], help: 'the squeue command', check: (v: string[]) => (v.length ? [] : ['SlurmSpawner.squeue: must name a command']) },
+    scontrol: { kind: 'string-list', default: ['scontrol'], help: 'the scontrol command', check: (v: string[]) => (v.length ? [] : ['SlurmSpawner.scontrol: must name a command']) },
+    scancel: { kind: 'string-list', default: ['scancel'], help: 'the scancel command', check: (v: string[]) => (v.length ? [] : ['SlurmSpawner.scancel: must name a command']) },
+    sacct: { kind: 'string-list', default: ['sacct'], help: 'the sacct command (asked why a job ended once scontrol has forgotten it)', check: (v: string[]) => (v.length ? [] : ['SlurmSpawner.sacct: must name a command']) },
+    slurm_conf: { kind: 'string', default: '', help: 'the cluster\'s slurm.conf, given to every command as SLURM_CONF ("" = the commands\' own default)' },
+    poll_interval: { kind: 'number', default: 5, help: 'how often the jobs are looked at (one squeue for all of them); a job that ends shows as a stopped server within it', min: 0.1 },
+    hub_api_url: { kind: 'string', default: '', help: 'the hub\'s API as the compute nodes reach it, e.g. http://hub.cluster:8000/hub/api ("" = the hub\'s own address, right when jobs run on this machine)', check: (v: string) => (v === '' || /^https?:\/\/[^\s/]+(\/[^\s]*)?\/hub\/api$/.test(v) ? [] : [`SlurmSpawner.hub_api_url: ${JSON.stringify(v)} must be an http(s) URL ending in /hub/api`]) },
+    server_ip: { kind: 'string', default: '0.0.0.0', help: 'the address servers listen on, on their node (the hub must reach them there)', check: (v: string) => (isIP(v) ? [] : [`SlurmSpawner.server_ip: ${JSON.stringify(v)} is not an IP address`]) },
+  },
   Proxy: {
     connect_timeout: seconds(5, 'how long the gateway waits for a proxied target to accept a connection (and a WebSocket handshake)'),
     idle_timeout: seconds(300, 'longest silence from a proxied target mid-exchange before it is given up (504, or a cut response)'),
@@ -140,6 +174,17 @@ export const SCHEMA = {
 } as const satisfies Record<string, Record<string, OptionSpec>>;
 
 // ---- deeper checks of structured options --------------------------------------------
+
+/** Placeholders a SLURM batch script may use (the slurm backend fills them). */
+export const SLURM_PLACEHOLDERS = ['job_name', 'username', 'servername', 'homedir', 'workdir', 'partition', 'memory', 'nprocs', 'runtime', 'options', 'cmd'] as const;
+
+function checkBatchScript(script: string): string[] {
+  const used = [...script.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1]);
+  return [
+    ...(used.includes('cmd') ? [] : ['SlurmSpawner.batch_script: must contain {cmd} (the line that runs the server)']),
+    ...[...new Set(used)].filter((p) => !(SLURM_PLACEHOLDERS as readonly string[]).includes(p)).map((p) => `SlurmSpawner.batch_script: unknown placeholder {${p}} (known: ${SLURM_PLACEHOLDERS.map((x) => `{${x}}`).join(' ')})`),
+  ];
+}
 
 /** User, group, service and server names: the rule every actor applies (see shared/names.ts). */
 function nameProblem(where: string, name: string): string[] {

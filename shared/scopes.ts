@@ -110,7 +110,14 @@ export const SCOPE_DEFINITIONS: Readonly<Record<string, ScopeDefinition>> = Obje
   proxy: def('Read the routing table, resync and repoint the proxy.'),
   shutdown: def('Shut the hub down.'),
   'read:metrics': def('Read metrics.'),
+  'servers:location': def("Report where a server listens (only a server's own token holds it, for that server)."),
 });
+
+/**
+ * Scopes no role, share, OAuth grant or requested token can hold: each server's own token gets them, for
+ * that server alone (the spawner issues it), so they survive the owner intersection only on such a token.
+ */
+export const SERVER_TOKEN_SCOPES: ReadonlySet<string> = new Set(['servers:location']);
 
 /** Scopes that stand for other scopes and never name an action themselves. */
 export const META_SCOPES: ReadonlySet<string> = new Set(['(no_scope)', 'self', 'inherit']);
@@ -206,6 +213,7 @@ export function validateScopes(
 ): { ok: true } | { ok: false; bad: string; reason: string } {
   for (const s of scopes) {
     if (parseScope(s, vocabulary) === null) return { ok: false, bad: s, reason: invalidReason(s, vocabulary) };
+    if (SERVER_TOKEN_SCOPES.has(s.split('!', 1)[0]!)) return { ok: false, bad: s, reason: `Scope '${s}' is granted only to a server's own token` };
   }
   return { ok: true };
 }
@@ -499,6 +507,8 @@ export interface TokenScopeContext extends IntersectContext {
   /** Absent for tokens issued by the hub's own client. */
   issuer?: ScopeIssuer;
   vocabulary?: ScopeVocabulary;
+  /** The token is one the spawner issued to a server: its SERVER_TOKEN_SCOPES on its owner's servers count. */
+  serverToken?: boolean;
 }
 
 /** Recomputed per request, so a token narrows as soon as its owner loses a permission. */
@@ -506,7 +516,14 @@ export function effectiveTokenScopes(raw: readonly string[], ctx: TokenScopeCont
   if (raw.includes('inherit')) return new Set(ctx.ownerScopes);
   const extra = [...identifyScopes(ctx.owner), ...(ctx.issuer ? [accessScopeFor(ctx.issuer)] : [])];
   const requested = expandScopes([...raw, ...extra], ctx.owner, { issuer: ctx.issuer, vocabulary: ctx.vocabulary });
-  return intersectScopes(requested, ctx.ownerScopes, ctx);
+  const effective = intersectScopes(requested, ctx.ownerScopes, ctx);
+  if (ctx.serverToken && ctx.owner.kind === 'user') {
+    for (const s of raw) {
+      const syntax = splitScope(s);
+      if (syntax && SERVER_TOKEN_SCOPES.has(syntax.base) && syntax.kind === 'server' && syntax.value!.startsWith(`${ctx.owner.name}/`)) effective.add(s);
+    }
+  }
+  return effective;
 }
 
 /** Holding `scope` filtered to at least one server of `user` (e.g. `read:servers!server=alice/x`). */

@@ -1,6 +1,7 @@
 // Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
 // bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 
 import { mirrorKv, type KvMirror } from './kv-mirror.js';
 import type { Logger } from './log.js';
@@ -131,4 +132,22 @@ export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Recor
 /** Server names: 1–30 lowercase letters, digits and single hyphens, starting with a letter (reference §2.5). */
 export function invalidServerNameReason(name: string): string | null {
   return /^[a-z](?:[a-z0-9]|-(?!-)){0,28}[a-z0-9]$|^[a-z]$/.test(name) ? null : 'server names are 1 to 30 lowercase letters, digits and single hyphens, starting with a letter and ending with a letter or digit';
+}
+
+/**
+ * What a server reports about where it listens (POST …/location): a host name or an IP address, and a port.
+ * Why it cannot be used, or null. The spawner and the gateway both check it (one rule).
+ */
+export function invalidLocationReason(host: unknown, port: unknown): string | null {
+  if (typeof host !== 'string' || host === '') return 'host must be a non-empty string (a host name or an IP address)';
+  if (!(isIP(host) || /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(host))) {
+    return `host ${JSON.stringify(host.slice(0, 60))} is neither a host name nor an IP address`;
+  }
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) return 'port must be an integer from 1 to 65535';
+  return null;
+}
+
+/** The target the gateway forwards to, for a reported location (IPv6 in brackets). */
+export function locationTarget(host: string, port: number): string {
+  return `http://${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
 }

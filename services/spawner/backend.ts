@@ -46,6 +46,18 @@ export interface StartRequest {
   progress(message: string): Promise<void>;
   /** set when the start is cancelled (a stop during the start): give up and clean up */
   signal: AbortSignal;
+  /**
+   * Settles when the server itself reports where it listens (POST /hub/api/users/<u>/servers/<s>/location
+   * with its own token): for backends that cannot know the address in advance (a batch job lands on any
+   * node). Never settles for servers that do not report; the spawner bounds the wait.
+   */
+  reported(): Promise<ReportedLocation>;
+}
+
+/** What a server reported about itself: a host name or address, and a port. */
+export interface ReportedLocation {
+  host: string;
+  port: number;
 }
 
 export interface ExitStatus {
@@ -59,8 +71,12 @@ export interface ExitStatus {
 export type PollResult = { running: true } | ({ running: false } & ExitStatus);
 
 export interface Started {
-  /** where the gateway forwards to, e.g. `http://127.0.0.1:40123` */
-  target: string;
+  /**
+   * where the gateway forwards to, e.g. `http://127.0.0.1:40123`; or, when that is known only later (the
+   * server reports it, see `StartRequest.reported`), a promise of it, which rejects when the server ends
+   * first. `state` is saved before the spawner waits for it, so a stop or a restarted spawner can find it.
+   */
+  target: string | Promise<string>;
   state: BackendState;
   /** a local process id, shown in the server list (0 or absent for others) */
   pid?: number;
@@ -97,6 +113,11 @@ export interface SpawnerBackend {
    * A record still without state is a start under way: keep what is its.
    */
   reconcile?(records: readonly Readonly<ServerRecord>[]): Promise<void>;
+  /**
+   * For servers that report where they listen: why `where` cannot be where this server runs (e.g. not the node
+   * its job landed on), or null. Without it any host the server's own token names is taken.
+   */
+  checkLocation?(state: BackendState, where: ReportedLocation): Promise<string | null>;
 }
 
 /** What every backend gets at creation. */

@@ -15,10 +15,11 @@ import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCK
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
 import {
-  invalidServerNameReason, isActive, serverClientId, serverId, serverKey, serverModel, serverUrl, type ProgressEvent, type ServerRecord,
+  invalidLocationReason, invalidServerNameReason, isActive, locationTarget, serverClientId, serverId, serverKey, serverModel, serverUrl,
+  type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
-import type { ExitStatus, Listen, SpawnerBackend } from './backend.js';
+import type { ExitStatus, Listen, ReportedLocation, SpawnerBackend } from './backend.js';
 import { BACKENDS } from './backends/index.js';
 import { SpawnQueue } from './queue.js';
 import { waitForHttp } from './readiness.js';
@@ -102,6 +103,22 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     let l = local.get(key);
     if (!l) local.set(key, (l = {}));
     return l;
+  };
+  // Servers that report where they listen (a batch job lands on any node): one waiter per start, tied to
+  // the start's token, so a report for an older start of the same server never counts.
+  type Waiter = { tokenId: string; promise: Promise<ReportedLocation>; resolve: (l: ReportedLocation) => void; reject: (e: Error) => void };
+  const reports = new Map<string, Waiter>();
+  const reportOf = (r: ServerRecord) => {
+    const key = serverKey(r.user, r.name);
+    let w = reports.get(key);
+    if (!w || w.tokenId !== r.token_id) {
+      let resolve!: Waiter['resolve'];
+      let reject!: Waiter['reject'];
+      const promise = new Promise<ReportedLocation>((res, rej) => { resolve = res; reject = rej; });
+      promise.catch(() => undefined); // nobody may be waiting yet
+      reports.set(key, (w = { tokenId: r.token_id, promise, resolve, reject }));
+    }
+    return w;
   };
   // starts beyond the limit wait their turn; each move is a progress line ("2 starts ahead of yours")
   const waitingRecords = new Map<string, ServerRecord>();
@@ -194,6 +211,35 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
+  /** A target known only later (the server reports it): bounded by Spawner.start_timeout, cancelled by a stop. */
+  async function awaitTarget(target: Promise<string>, signal: AbortSignal): Promise<string> {
+    target.catch(() => undefined); // its end may come after ours
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort = () => undefined as void;
+    try {
+      return await Promise.race([target, new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the server did not report where it listens within ${S.start_timeout} s`)), S.start_timeout * 1000);
+        onAbort = () => reject(new Error('cancelled'));
+        signal.addEventListener('abort', onAbort, { once: true });
+      })]);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** After a spawner restart: the report of a server adopted before it reported, or why it ended first. */
+  async function reportedTarget(r: ServerRecord, signal: AbortSignal): Promise<string> {
+    const report = reportOf(r).promise;
+    while (!signal.aborted) {
+      const got = await Promise.race([report, sleep(S.poll_interval * 1000).then(() => null)]);
+      if (got) return locationTarget(got.host, got.port);
+      const why = await endedReason(r);
+      if (why !== null) throw new Error(why);
+    }
+    throw new Error('cancelled');
+  }
+
   /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
   async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, answered: () => void = () => undefined): Promise<void> {
     const b = backend(r.spawner_class);
@@ -209,12 +255,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner),
         limits: limitsOf(spawner), notebookDir: spawner.notebook_dir,
         options: section ? (withOverrides(config, section, profile) as Record<string, unknown>) : {},
-        progress: (message) => backendProgress(r, message), signal: abort.signal,
+        progress: (message) => backendProgress(r, message), signal: abort.signal, reported: () => reportOf(r).promise,
       });
-      r.target = started.target;
       r.spawner_state = started.state;
       r.pid = started.pid ?? 0;
       watchExit(r, started.exited);
+      if (typeof started.target === 'string') {
+        r.target = started.target;
+      } else {
+        await registry.save(r); // with its state: a stop, or a restarted spawner, finds it while it waits for its place
+        r.target = await awaitTarget(started.target, abort.signal);
+      }
       await progress(r, { progress: 50, message: 'Spawning server...' }); // saved with its state: any spawner can adopt it from here
       await waitForHttp(`${r.target}${r.url}`, {
         timeoutMs: S.start_timeout * 1000, requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal,
@@ -235,6 +286,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           log.warn({ event: 'server.spawn.cleanup_failed', server: label(r), err: err.message }, 'failed start not cleaned up'));
       }
       await revokeToken(r, by);
+      reports.delete(serverKey(r.user, r.name));
       r.state = 'failed';
       r.target = '';
       await progress(r, { progress: 100, failed: true, message: cancelled ? 'Spawn cancelled' : `Spawn failed: ${reason}` });
@@ -310,19 +362,21 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     await revokeToken(r, who);
     await registry.save(stoppedRecord(r));
     local.delete(serverKey(r.user, r.name));
+    reports.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
     void audit.publish('server', 'stop', { who, what: label(r), outcome: 'ok', reason });
   }
 
   async function stopServerNow(r: ServerRecord, by: string, remove = false): Promise<void> {
     const l = localOf(r);
-    if (r.state === 'spawn') {
+    if (r.state === 'spawn' && l.spawning) {
       l.abort?.abort();
-      await l.spawning?.catch(() => undefined);
+      await l.spawning.catch(() => undefined);
       const after = registry.get(r.user, r.name);
       if (after && after.state === 'failed') await registry.save(stoppedRecord(after)); // cancelled, not failed
       return;
     }
+    l.abort?.abort(); // a start adopted from a previous spawner: its wait ends, the backend stops it below
     r.state = 'stop';
     await registry.save(r);
     announce('stopping', r);
@@ -538,6 +592,30 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         .sort((a, b) => a.started.localeCompare(b.started));
       const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
       for (const r of unstarted) await resumeStart(r);
+      const resume = async (r: ServerRecord) => {
+        const abort = new AbortController();
+        localOf(r).abort = abort; // a stop meanwhile ends the wait
+        try {
+          if (!r.target) {
+            // adopted before it reported where it listens (a batch job still queued, or starting): wait for that as the start would have
+            r.target = await awaitTarget(reportedTarget(r, abort.signal), abort.signal);
+            await registry.save(r);
+          }
+          await waitForHttp(`${r.target}${r.url}`, {
+            timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
+            requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
+          });
+          r.instance = instance;
+          if (r.state === 'spawn') await markReady(r, 'ready');
+          else await markReady(r, 'adopted');
+          log.info({ event: 'server.adopted', server: label(r), pid: r.pid }, 'server re-adopted');
+          void audit.publish('server', 'adopt', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
+        } catch (e) {
+          if (abort.signal.aborted) return; // a stop is handling it
+          log.warn({ event: 'server.adopt.failed', server: label(r), err: (e as Error).message }, 'server alive but not answering: stopping it');
+          await stopServerNow(r, 'actor:spawner (unhealthy at adoption)').catch(() => undefined);
+        }
+      };
       for (const r of registry.all()) {
         if (!isActive(r) || restarted.has(serverKey(r.user, r.name))) continue;
         const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
@@ -553,22 +631,9 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           l.stopping.catch(() => undefined);
           continue;
         }
-        const abort = new AbortController();
-        const resumed = waitForHttp(`${r.target}${r.url}`, {
-          timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
-          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
-        });
-        try {
-          await resumed;
-          r.instance = instance;
-          if (r.state === 'spawn') await markReady(r, 'ready');
-          else await markReady(r, 'adopted');
-          log.info({ event: 'server.adopted', server: label(r), pid: r.pid }, 'server re-adopted');
-          void audit.publish('server', 'adopt', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
-        } catch (e) {
-          log.warn({ event: 'server.adopt.failed', server: label(r), err: (e as Error).message }, 'server alive but not answering: stopping it');
-          await stopServerNow(r, 'actor:spawner (unhealthy at adoption)').catch(() => undefined);
-        }
+        // a start still on its way may wait up to Spawner.start_timeout: the others are not held up by it
+        if (r.state === 'spawn' && !r.target) void resume(r);
+        else await resume(r);
       }
       // then what a backend holds that no server names any more (containers left by a crash)
       const active = registry.all().filter(isActive);
@@ -576,6 +641,31 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         await backend(cls).reconcile?.(active).catch((e: Error) =>
           log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
       }
+    },
+
+    /**
+     * POST …/location: a server that runs where the hub cannot know in advance (a batch job) says where it
+     * listens, with its own token (the gateway passes the token's id; only the token of this start counts).
+     */
+    async reportLocation(req: { user: string; name: string; host: string; port: number; token_id: string }) {
+      const why = invalidLocationReason(req.host, req.port);
+      if (why) throw errors.badRequest(why);
+      const r = registry.get(req.user, req.name);
+      if (!r || !isActive(r)) throw errors.notFound(`${label(req)} is not running`, 'HUB_ERR_SERVER_NOT_FOUND');
+      if (!r.token_id || r.token_id !== req.token_id) throw errors.forbidden('Only the server\'s own token may report where it listens');
+      if (r.state !== 'spawn' || r.target) throw errors.conflict(`${label(req)} has already reported where it listens`);
+      // a backend that cannot look now (its commands failing) is a 503: the reporter tries again
+      const wrong = await backend(r.spawner_class).checkLocation?.(r.spawner_state, { host: req.host, port: req.port })
+        .catch((e: Error) => { throw errors.unavailable(`the ${r.spawner_class} backend`, e); });
+      if (wrong) {
+        // a server that says it is somewhere it is not does not start: the start fails with why
+        log.warn({ event: 'server.location.refused', server: label(r), host: req.host, port: req.port, reason: wrong }, 'server reported a place it does not run');
+        reportOf(r).reject(new Error(`the server reported ${req.host}:${req.port}, refused: ${wrong}`));
+        throw errors.badRequest(wrong);
+      }
+      reportOf(r).resolve({ host: req.host, port: req.port });
+      log.info({ event: 'server.located', server: label(r), host: req.host, port: req.port }, 'server reported where it listens');
+      return { status: 'ok' };
     },
 
     /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */

@@ -49,7 +49,7 @@ await runActor('spawner', async (ctx) => {
     grpc: {
       StartServer: h.startServer, StopServer: h.stopServer, StopUserServers: h.stopUserServers,
       CreateServer: h.createServer, ModifyServer: h.modifyServer,
-      UserServers: h.userServers, ListServers: h.listServers,
+      UserServers: h.userServers, ListServers: h.listServers, ReportLocation: h.reportLocation,
     },
     nats: {
       // POST /hub/api/users/<u>/activity with `servers`: {user, servers: {name: iso}}

@@ -9,7 +9,7 @@ import type { Announce } from '../../shared/nats.js';
 import { errors } from '../../shared/errors.js';
 import { roleBook, rolesOfService, rolesOfUser, scopesOfRoles, configuredServices, type ServiceConfig, type UserFacts } from '../../shared/roles.js';
 import {
-  effectiveTokenScopes, expandScopes, intersectScopes, missingScopes, validateScopes, type ScopeOwner,
+  effectiveTokenScopes, expandScopes, intersectScopes, missingScopes, scopeOnServer, validateScopes, type ScopeOwner,
 } from '../../shared/scopes.js';
 import { GENERATED_ROUNDS, hashSecret, newToken, tokenPrefix, verifySecret } from '../../shared/secrets.js';
 import { isoNow } from '../../shared/time.js';
@@ -121,7 +121,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
   async function effectiveScopes(row: TokenRow): Promise<Set<string> | null> {
     const owner: Owner = { kind: row.owner_kind, name: row.owner_name };
     const info = await ownerInfo(owner);
-    return info ? effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes }) : null;
+    return info ? effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes, serverToken: row.source === 'server' }) : null;
   }
 
   async function model(row: TokenRow) {
@@ -176,7 +176,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       const owner: Owner = { kind: row.owner_kind, name: row.owner_name };
       const info = await ownerInfo(owner);
       if (!info) return none; // its owner is gone
-      const scopes = effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes });
+      const scopes = effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes, serverToken: row.source === 'server' });
       return {
         found: true, owner, token_id: tokenId(row), scopes: [...scopes],
         expires_at_ms: row.expires_at ? Date.parse(row.expires_at) : 0, session_id: row.session_id ?? '', scopes_until_ms: info.untilMs,
@@ -234,7 +234,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       const owner: Owner = { kind: 'user', name: r.user };
       await mustOwnerExist(owner);
       const token = newToken();
-      const scopes = ['users:activity!user', `access:servers!server=${r.user}/${r.server_name}`];
+      const scopes = ['users:activity!user', `access:servers!server=${r.user}/${r.server_name}`, scopeOnServer('servers:location', r.user, r.server_name)];
       const id = await register(owner, token, scopes, `Server at ${r.url}`, { rounds: GENERATED_ROUNDS, source: 'server' });
       // the person who started the server asked for it (the spawner's call carries them); the spawner on its own otherwise
       void audit.publish('token', 'create', { who: currentRequest()?.who ?? 'actor:spawner', what: `user:${r.user}/a${id}`, outcome: 'ok', scopes, server: r.server_name, kind: 'server' });

@@ -1,8 +1,10 @@
 // `npm run bench spawn`: one spawn alone, N at once and N stops at once (BENCH_SPAWN_COUNT, default 50), with
 // this hub's `simple` and `localprocess` and the established hub's SimpleLocalProcessSpawner and
 // LocalProcessSpawner, all spawning the same tiny program in the same run; beside the floor: the CPU time
-// that program's start-up costs here, times the count, divided by the cores. Then this hub's `docker`
-// backend on a Podman service started for the run (at most 20 at once: containers cost far more).
+// that program's start-up costs here, times the count, divided by the cores. This hub's `slurm` row (jobs on
+// a one-node cluster started here, BENCH_SLURM_COUNT at once, default 20) adds SLURM's scheduling and the
+// job wrapper to the same program; the `docker` row runs it in containers on a Podman service started for the
+// run (at most 20 at once: containers cost far more).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -13,10 +15,14 @@ import { randomToken } from '../api/client.js';
 import { jupyterhubInstalled, startJupyterHub } from './jupyterhub.js';
 import { aptInstall } from './tools.js';
 import { IMAGE, startPodman } from '../spawner/podman.js';
+import { startSlurmCluster } from '../spawner/slurm-cluster.js';
 
 const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
 const COUNT = Number(process.env.BENCH_SPAWN_COUNT ?? 50);
+const SLURM_COUNT = Math.min(COUNT, Number(process.env.BENCH_SLURM_COUNT ?? 20));
 const ALONE_RUNS = 5;
+/** BENCH_SPAWN_ROWS=simple,slurm runs only those rows (simple, localprocess, docker, slurm, established) */
+const ROWS = new Set((process.env.BENCH_SPAWN_ROWS ?? 'simple,localprocess,docker,slurm,established').split(','));
 const DOCKER_COUNT = Math.min(COUNT, 20);
 const log = (line: string) => console.error(`bench spawn: ${line}`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -53,7 +59,7 @@ interface Api {
   token: string;
 }
 
-interface Figures { alone: number; burst: number; stops: number }
+interface Figures { alone: number; burst: number; stops: number; count: number }
 
 /** POST start (waits for ready: slow_spawn_timeout is long), N together, then N stops together. */
 async function measure(api: Api, users: string[]): Promise<Figures> {
@@ -80,7 +86,7 @@ async function measure(api: Api, users: string[]): Promise<Figures> {
   t0 = performance.now();
   await Promise.all(users.map(stop));
   const stops = performance.now() - t0;
-  return { alone: median(alone), burst, stops };
+  return { alone: median(alone), burst, stops, count: users.length };
 }
 
 function accounts(n: number) {
@@ -92,18 +98,18 @@ function accounts(n: number) {
 
 export async function spawnBench(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('bench spawn: localprocess needs root');
-  if (!jupyterhubInstalled()) aptInstall('jupyterhub', log);
+  if (ROWS.has('established') && !jupyterhubInstalled()) aptInstall('jupyterhub', log);
   const cores = availableParallelism();
   const users = accounts(COUNT);
   const token = randomToken();
-  const results: [string, Figures, number][] = [];
+  const results: [string, Figures][] = [];
   try {
     const probes: { cpu: number; wall: number }[] = [];
     for (let i = 0; i < 5; i++) probes.push(await startupCpu());
     const cpu = median(probes.map((p) => p.cpu));
     const wallAlone = median(probes.map((p) => p.wall));
 
-    for (const spawner of ['simple', 'localprocess']) {
+    for (const spawner of ['simple', 'localprocess'].filter((r) => ROWS.has(r))) {
       log(`this hub, ${spawner}`);
       const hub = await startHub({
         config: {
@@ -115,13 +121,63 @@ export async function spawnBench(): Promise<void> {
       try {
         const call = apiClient(hub.url);
         await call('POST', '/users', { token, body: { usernames: users.names } });
-        results.push([`hub ${spawner}`, await measure({ call, token }, users.names), COUNT]);
+        results.push([`hub ${spawner}`, await measure({ call, token }, users.names)]);
         log(JSON.stringify(results.at(-1)));
       } finally {
         await hub.stop();
       }
     }
-    for (const [label, cls] of [['established SimpleLocalProcessSpawner', 'SimpleLocalProcessSpawner'], ['established LocalProcessSpawner', 'LocalProcessSpawner']]) {
+    if (ROWS.has('docker')) {
+      log('this hub, docker (Podman service, bridge network)');
+      const podman = await startPodman();
+      try {
+        const hub = await startHub({
+          config: {
+            Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'docker', concurrent_spawn_limit: 0, rpc_timeout: 300 },
+            Authenticator: { admin_users: ['boss'] },
+            Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
+            DockerSpawner: { host: podman.host, image: IMAGE, pull_policy: 'never', extra_host_config: { Binds: podman.hostBinds } },
+          },
+        });
+        try {
+          const call = apiClient(hub.url);
+          const some = users.names.slice(0, DOCKER_COUNT);
+          await call('POST', '/users', { token, body: { usernames: some } });
+          results.push(['hub docker (Podman)', await measure({ call, token }, some)]);
+          log(JSON.stringify(results.at(-1)));
+        } finally {
+          await hub.stop();
+        }
+      } finally {
+        await podman.stop();
+      }
+    }
+    if (ROWS.has('slurm')) {
+      log('this hub, slurm');
+      const cluster = await startSlurmCluster({ cpus: SLURM_COUNT + 4 });
+      try {
+        const hub = await startHub({
+          config: {
+            Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'slurm', concurrent_spawn_limit: 0, rpc_timeout: 300 },
+            Authenticator: { admin_users: ['boss'] },
+            Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
+            SlurmSpawner: { slurm_conf: cluster.conf, partition: cluster.partition, req_memory: '100M', poll_interval: 1 },
+          },
+        });
+        try {
+          const call = apiClient(hub.url);
+          const names = users.names.slice(0, SLURM_COUNT);
+          await call('POST', '/users', { token, body: { usernames: names } });
+          results.push(['hub slurm', await measure({ call, token }, names)]);
+          log(JSON.stringify(results.at(-1)));
+        } finally {
+          await hub.stop();
+        }
+      } finally {
+        await cluster.stop();
+      }
+    }
+    for (const [label, cls] of ROWS.has('established') ? [['established SimpleLocalProcessSpawner', 'SimpleLocalProcessSpawner'], ['established LocalProcessSpawner', 'LocalProcessSpawner']] : []) {
       log(label);
       const jh = await startJupyterHub({
         apiTokens: { [token]: 'boss' }, adminUsers: ['boss'],
@@ -136,7 +192,7 @@ export async function spawnBench(): Promise<void> {
       try {
         const call = apiClient(jh.url);
         await call('POST', '/users', { token, body: { usernames: users.names } });
-        results.push([label, await measure({ call, token }, users.names), COUNT]);
+        results.push([label, await measure({ call, token }, users.names)]);
         log(JSON.stringify(results.at(-1)));
       } catch (e) {
         throw new Error(`${(e as Error).message}\n${jh.logs()}`);
@@ -145,40 +201,15 @@ export async function spawnBench(): Promise<void> {
       }
     }
 
-    log('this hub, docker (Podman service, bridge network)');
-    const podman = await startPodman();
-    try {
-      const hub = await startHub({
-        config: {
-          Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'docker', concurrent_spawn_limit: 0, rpc_timeout: 300 },
-          Authenticator: { admin_users: ['boss'] },
-          Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
-          DockerSpawner: { host: podman.host, image: IMAGE, pull_policy: 'never', extra_host_config: { Binds: podman.hostBinds } },
-        },
-      });
-      try {
-        const call = apiClient(hub.url);
-        const some = users.names.slice(0, DOCKER_COUNT);
-        await call('POST', '/users', { token, body: { usernames: some } });
-        results.push(['hub docker (Podman)', await measure({ call, token }, some), DOCKER_COUNT]);
-        log(JSON.stringify(results.at(-1)));
-      } finally {
-        await hub.stop();
-      }
-    } finally {
-      await podman.stop();
-    }
-
     const floorAlone = cpu * 1000;
-    const floorBurst = (cpu * COUNT * 1000) / cores;
+    const floorBurst = (count: number) => (cpu * count * 1000) / cores;
     const ms = (x: number) => `${Math.round(x)} ms`;
     const above = (x: number, floor: number) => `${(x / floor).toFixed(1)}×`;
     console.log(`\nspawn (${COUNT} servers, ${cores} cores); floor: start-up CPU ${ms(cpu * 1000)} per server (wall ${ms(wallAlone)} alone)`);
     console.log(`${'what'.padEnd(40)} ${'one alone'.padStart(16)} ${'N at once'.padStart(22)} ${'N stops'.padStart(10)}`);
-    console.log(`${'floor'.padEnd(40)} ${ms(floorAlone).padStart(16)} ${`${COUNT}: ${ms(floorBurst)}`.padStart(22)} ${'-'.padStart(10)}`);
-    for (const [label, f, n] of results) {
-      const floorN = (cpu * n * 1000) / cores;
-      console.log(`${label.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${n}: ${ms(f.burst)} (${above(f.burst, floorN)})`.padStart(22)} ${ms(f.stops).padStart(10)}`);
+    console.log(`${`floor (N = ${COUNT})`.padEnd(40)} ${ms(floorAlone).padStart(16)} ${ms(floorBurst(COUNT)).padStart(22)} ${'-'.padStart(10)}`);
+    for (const [label, f] of results) {
+      console.log(`${`${label} (N = ${f.count})`.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${ms(f.burst)} (${above(f.burst, floorBurst(f.count))})`.padStart(22)} ${ms(f.stops).padStart(10)}`);
     }
   } finally {
     users.remove();

@@ -90,3 +90,23 @@ export async function probe(rec: ServerRecord, path: string): Promise<any> {
   const r = await fetch(`${rec.target}${rec.url}${path}`, { signal: AbortSignal.timeout(20_000) });
   return r.json();
 }
+
+export interface AuditEvent { type: string; who: string; what: string; outcome: string; reason: string | null; details: Record<string, unknown> }
+
+/** Everything in the HUB_AUDIT stream so far, read as an operator's tool would (an ordered consumer). */
+export async function auditTrail(natsUrl: string): Promise<AuditEvent[]> {
+  const nc = await connect({ servers: natsUrl, token: NATS_TOKEN });
+  try {
+    const consumer = await nc.jetstream().consumers.get('HUB_AUDIT');
+    const out: AuditEvent[] = [];
+    const pending = (await consumer.info()).num_pending;
+    if (!pending) return out;
+    for await (const m of await consumer.fetch({ max_messages: pending, expires: 3000 })) {
+      out.push(m.json<AuditEvent>());
+      if (m.info.pending === 0) break;
+    }
+    return out;
+  } finally {
+    await nc.close();
+  }
+}

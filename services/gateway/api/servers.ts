@@ -1,9 +1,10 @@
-// /hub/api/users/<u>/server[s/<s>][/progress]: start, stop, read, create, modify, and follow a start.
+// /hub/api/users/<u>/server[s/<s>][/progress|/location]: start, stop, read, create, modify, follow a start, and a
+// starting server's report of where it listens.
 import type { CallOptions } from '../../../shared/contracts/index.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
+import { invalidLocationReason, serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
 import { isPlainObject, jsonBody, onlyKeys, type ApiDeps } from './deps.js';
 import { forgetGrantees } from './shares.js';
@@ -157,6 +158,22 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     if (deliver(servers.get(user, server)?.progress ?? current.progress)) stream.end();
   }
 
+  /**
+   * POST …/location `{host, port}`: a server whose place the hub cannot know in advance (a batch job on some
+   * node) says where it listens. Only with its own token: the scope `servers:location` is granted to server
+   * tokens alone, and the spawner also checks that the token is the one it issued for this start.
+   */
+  async function location(req: ApiRequest): Promise<void> {
+    const { name: user, server = '' } = req.params;
+    const body = jsonBody(req);
+    if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON object {"host": ..., "port": ...}');
+    onlyKeys(body, ['host', 'port']);
+    const why = invalidLocationReason(body.host, body.port);
+    if (why) throw errors.badRequest(why);
+    await spawner.reportLocation({ user, name: server, host: body.host as string, port: body.port as number, token_id: req.identity?.tokenId ?? '' }, req.call);
+    req.reply.json(200, { status: 'ok' });
+  }
+
   const routes: Route[] = [];
   for (const path of ['/users/:name/server', '/users/:name/servers', '/users/:name/servers/:server']) {
     routes.push(
@@ -173,6 +190,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
       );
     }
     routes.push({ method: 'GET', path: `${path}/progress`, access: ['read:servers'], resource: serverResource, handle: progress });
+    routes.push({ method: 'POST', path: `${path}/location`, access: ['servers:location'], resource: serverResource, handle: location });
   }
   return routes;
 }

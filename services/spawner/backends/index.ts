@@ -7,6 +7,7 @@ import type { BackendContext, Preflight, SpawnerBackend } from '../backend.js';
 import * as docker from './docker.js';
 import * as localprocess from './localprocess.js';
 import * as simple from './simple.js';
+import * as slurm from './slurm.js';
 
 interface BackendModule {
   /** the config section holding the backend's own options (profiles may override them) */
@@ -20,6 +21,7 @@ export const BACKENDS: Record<HubConfig['Hub']['spawner_class'], BackendModule> 
   simple: { section: null, preflight: simple.preflight, create: simple.createSimpleBackend },
   localprocess: { section: 'LocalProcessSpawner', preflight: localprocess.preflight, create: localprocess.createLocalProcessBackend },
   docker: { section: 'DockerSpawner', preflight: docker.preflight, create: docker.createDockerBackend },
+  slurm: { section: 'SlurmSpawner', preflight: slurm.preflight, create: slurm.createSlurmBackend },
 };
 
 /** Tells this hub's resources (cgroups, accounts' processes) from another hub's on the same machine. */
