@@ -107,6 +107,9 @@ function installPodmanForTests() {
   if (!canApt()) fail('the container tests need podman and runc: run `sudo apt-get install -y podman runc`');
   console.error('hub setup: installing podman and runc for the container tests (apt-get)');
   if (!aptInstall(['podman', 'runc', 'containernetworking-plugins', 'conmon', 'iptables'])) fail('`apt-get install -y podman runc` failed: install them by hand');
+}
+
+/**
  * The slurm backend's tests start their own slurmctld, slurmd and munged (test/spawner/slurm-cluster.ts):
  * Debian's slurm-wlm and munge. Only for tests; a hub pointed at a real cluster uses that cluster's commands.
  */
