@@ -15,8 +15,9 @@ test.before(async () => {
       Authenticator: { admin_users: ['boss'] },
       // One hub-wide command; the fixture's behaviour is chosen per user by this wrapper (crasher, silent, stubborn, slowpoke).
       Spawner: {
-        cmd: [process.execPath, '-e', `process.env.FIXTURE_MODE = ({ crasher: 'exit', silent: 'never', stubborn: 'stubborn' })[process.env.HUB_USER] ?? ''; process.env.FIXTURE_DELAY_MS = process.env.HUB_USER === 'slowpoke' ? '1500' : '0'; await import(${JSON.stringify(FIXTURE)});`, '--input-type=module'],
-        start_timeout: 3, slow_spawn_timeout: 1, slow_stop_timeout: 3, stop_signal_timeout: 0.5,
+        cmd: [process.execPath, '-e', `process.env.FIXTURE_MODE = ({ crasher: 'exit', silent: 'never', stubborn: 'stubborn' })[process.env.HUB_USER] ?? ''; process.env.FIXTURE_DELAY_MS = process.env.HUB_USER === 'slowpoke' ? '4000' : '0'; await import(${JSON.stringify(FIXTURE)});`, '--input-type=module'],
+        // a quick start must answer 201 on a machine loaded by the rest of the suite (2.5 s), a slow one 202 (4 s)
+        start_timeout: 6, slow_spawn_timeout: 2.5, slow_stop_timeout: 3, stop_signal_timeout: 0.5,
       },
     },
   });
