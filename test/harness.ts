@@ -69,7 +69,7 @@ export interface StartOptions {
   repo?: string;
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 20_000, reuse, repo = REPO }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
