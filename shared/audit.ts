@@ -6,7 +6,7 @@ import { RetentionPolicy, StorageType, nanos, type JetStreamClient } from 'nats'
 import { currentRequest, type RequestContext } from './context.js';
 import type { Logger } from './log.js';
 import { HotHistogram, NODE_NAME, outcomeOf, secondsSince, SLOW_BUCKETS, type HistogramChild } from './metrics.js';
-import { encodeJson, type NatsConnection } from './nats.js';
+import { encodeJson, jetStreamReplicas, retryJetStream, type NatsConnection } from './nats.js';
 import { AUDIT_STREAM, subjects } from './subjects.js';
 
 export const AUDIT_SCHEMA_VERSION = 1;
@@ -80,8 +80,15 @@ export function auditRecord(entity: string, verb: string, event: AuditEvent, act
   };
 }
 
-/** Makes sure the stream exists (idempotent, safe for several actors at once). */
-export async function ensureAuditStream(nc: NatsConnection, retentionDays: number): Promise<void> {
+/**
+ * Makes sure the stream exists with the hub's replicas (idempotent, safe for several actors at once), retried
+ * while a NATS cluster is still electing its JetStream leader (bounded by `timeoutMs`).
+ */
+export async function ensureAuditStream(nc: NatsConnection, retentionDays: number, timeoutMs = 30_000, log?: Logger): Promise<void> {
+  await retryJetStream(`stream ${AUDIT_STREAM}`, () => ensureAuditStreamOnce(nc, retentionDays), timeoutMs, log);
+}
+
+async function ensureAuditStreamOnce(nc: NatsConnection, retentionDays: number): Promise<void> {
   const jsm = await nc.jetstreamManager();
   const config = {
     name: AUDIT_STREAM,
@@ -89,6 +96,7 @@ export async function ensureAuditStream(nc: NatsConnection, retentionDays: numbe
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: retentionDays > 0 ? nanos(retentionDays * 86_400_000) : 0,
+    num_replicas: jetStreamReplicas(nc),
   };
   try {
     await jsm.streams.info(AUDIT_STREAM);

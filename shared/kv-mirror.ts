@@ -7,7 +7,7 @@
 //   - `staleMs()` says how long the copy may have been behind (0 while the watch is live).
 import type { KV, KvEntry, QueuedIterator } from 'nats';
 import type { Logger } from './log.js';
-import type { NatsConnection } from './nats.js';
+import { openKv, type NatsConnection } from './nats.js';
 
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 10_000;
@@ -50,7 +50,7 @@ export interface KvMirror<V> {
 
 export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V>): Promise<KvMirror<V>> {
   const { decode, log, bucket } = options;
-  const kv = await nc.jetstream().views.kv(bucket, { history: options.history ?? 1 });
+  const kv = await openKv(nc, bucket, { history: options.history ?? 1, timeoutMs: Math.max(options.loadTimeoutMs, 30_000), log });
   let map = new Map<string, V>();
   let revision = 0;
   let generation = 0;
