@@ -161,7 +161,7 @@ async function start(config: HubConfig): Promise<void> {
   if (!/^[A-Za-z][A-Za-z0-9_]{15,}$/.test(natsToken)) throw new ConfigError([`${NATS_TOKEN_ENV}: expected 16 or more letters, digits and "_", starting with a letter`]);
   // the hub starts its own NATS unless it is told to use an existing one (a cluster member is always its own)
   const ownNats = !config.Hub.nats_url || clustered;
-  if (ownNats) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
+  if (ownNats || process.env[NATS_TOKEN_ENV]) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
   const tokenEnv = !ownNats && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
 
   if (ownNats) {
