@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from 'nats';
 import { freePort, isAlive, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
-import { SERVERS_BUCKET } from '../../shared/servers.js';
+import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
 
 export const COOKIE_SECRET = randomBytes(32).toString('hex');
 
@@ -49,13 +49,13 @@ export async function natsClient(servers: string | string[]): Promise<NatsConnec
   return connect({ servers, token: NATS_TOKEN, maxReconnectAttempts: 20, reconnectTimeWait: 250 });
 }
 
-/** Every server record in the registry (straight from the KV bucket). */
-export async function serverRecords(nc: NatsConnection): Promise<Map<string, any>> {
+/** The default servers' records of these users, straight from the KV bucket (absent ones are left out). */
+export async function serverRecords(nc: NatsConnection, users: string[]): Promise<Map<string, any>> {
   const kv = await nc.jetstream().views.kv(SERVERS_BUCKET);
   const out = new Map<string, any>();
-  for await (const key of await kv.keys()) {
-    const e = await kv.get(key);
-    if (e && e.operation === 'PUT') out.set(key, JSON.parse(new TextDecoder().decode(e.value)));
+  for (const user of users) {
+    const e = await kv.get(serverKey(user, ''));
+    if (e && e.operation === 'PUT') out.set(user, JSON.parse(new TextDecoder().decode(e.value)));
   }
   return out;
 }
