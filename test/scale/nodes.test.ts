@@ -25,7 +25,7 @@ function killServers(records: Map<string, any>): void {
   }
 }
 
-test('nodes: a node running only spawner and gateway joins a running hub, serves its API and servers, and its loss leaves the hub answering', async (t) => {
+test.serial('nodes: a node running only spawner and gateway joins a running hub, serves its API and servers, and its loss leaves the hub answering', async (t) => {
   const a = await startHub({ config: nodeConfig(SHARED, { Hub: { node_name: 'node-a' } }) });
   let b: HubUnderTest | undefined;
   const nc = await natsClient(a.natsUrl);
@@ -87,7 +87,7 @@ test('nodes: a node running only spawner and gateway joins a running hub, serves
   }
 });
 
-test('nodes: a three-member NATS cluster (one member per node) loses a member: nothing stored is lost, the API keeps answering and writing', async (t) => {
+test.serial('nodes: a three-member NATS cluster (one member per node) loses a member: nothing stored is lost, the API keeps answering and writing', async (t) => {
   const ports = await clusterPorts(3);
   // node a runs every actor, node b spawner and gateway, node c a gateway; each starts its own cluster member
   const own: Record<string, Record<string, unknown>>[] = [
