@@ -58,6 +58,7 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
   let lostSince = 0; // 0 = live
   let retryMs = RETRY_FIRST_MS;
   let retryTimer: NodeJS.Timeout | undefined;
+  let reloading: Promise<void> | undefined;
   let iter: QueuedIterator<KvEntry> | null = null;
   const listeners = new Set<(c: MirrorListener<V>) => void>();
   const waiters = new Set<{ revision: number; resolve: (ok: boolean) => void; timer: NodeJS.Timeout }>();
@@ -181,7 +182,19 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     waitForRevision(wanted, timeoutMs) {
       if (wanted <= revision) return Promise.resolve(true);
       return new Promise((resolve) => {
-        const w = { revision: wanted, resolve, timer: setTimeout(() => { waiters.delete(w); resolve(false); }, timeoutMs) };
+        const w = {
+          revision: wanted, resolve, timer: setTimeout(() => {
+            waiters.delete(w);
+            resolve(false);
+            // Someone wrote `wanted` and this copy never saw it: the watch may be stalled without a reconnect (its
+            // consumer lived on a NATS cluster member that died; the client notices only after two missed
+            // heartbeats, ~10 s, and then re-creates it slowly while the cluster moves leaders). Load afresh now.
+            if (wanted > revision && !stopped && !reloading) {
+              log.warn({ event: 'kv_mirror.behind', bucket, revision, wanted }, 'bucket copy behind a known write: reloading');
+              reloading = reload().finally(() => { reloading = undefined; });
+            }
+          }, timeoutMs),
+        };
         waiters.add(w);
       });
     },

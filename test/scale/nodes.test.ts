@@ -4,6 +4,7 @@ import test from 'ava';
 import { apiClient, randomToken } from '../api/client.js';
 import { isAlive, runHubCommand, waitFor, type HubUnderTest } from '../harness.js';
 import { FIXTURE } from '../spawner/helpers.js';
+import { retryJetStream } from '../../shared/nats.js';
 import { AUDIT_STREAM } from '../../shared/subjects.js';
 import { clusterPorts, killNode, memberOptions, natsClient, nodeConfig, serverRecords, sharedConfig, startHub } from './helpers.js';
 
@@ -128,7 +129,11 @@ test.serial('nodes: a three-member NATS cluster (one member per node) loses a me
     }, 20_000, 250).catch((e) => {
       throw new Error(`${e.message}: last answer ${JSON.stringify(last)}\n--- node b ---\n${b.logs().slice(-3000)}`);
     });
-    await waitFor('u4\'s server to be ready', async () => ((await onA('GET', '/users/u4', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 20_000, 100);
+    await waitFor('u4\'s server to be ready', async () => ((await onA('GET', '/users/u4', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 20_000, 100).catch(async (e) => {
+      const record = (await serverRecords(nc, ['u4']).catch(() => new Map())).get('u4');
+      const viaB = (await onB('GET', '/users/u4', { token: ADMIN })).body.servers;
+      throw new Error(`${e.message}; record ${JSON.stringify({ state: record?.state, progress: record?.progress })}; via node b ${JSON.stringify(viaB)}\n--- node b ---\n${b.logs().slice(-4000)}\n--- node a ---\n${a.logs().slice(-3000)}`);
+    });
     t.log(`a start went through ${Date.now() - t0} ms after the member was killed`);
     t.is((await onA('POST', '/users/late', { token: ADMIN })).status, 201);
     for (const u of USERS.slice(0, 5)) {
@@ -136,9 +141,10 @@ test.serial('nodes: a three-member NATS cluster (one member per node) loses a me
       t.is(r.status, 200, `${u}'s server is routed`);
     }
     // nothing stored before the loss is gone
-    const recordsAfter = await serverRecords(nc, USERS);
+    // (the test's own reads wait, bounded, like the hub's, while NATS moves a stream's leader)
+    const recordsAfter = await retryJetStream('records', () => serverRecords(nc, USERS), 20_000);
     for (const [key, r] of recordsBefore) t.like(recordsAfter.get(key), { state: r.state, target: r.target });
-    const after = await jsm.streams.info(AUDIT_STREAM);
+    const after = await retryJetStream('audit stream', () => jsm.streams.info(AUDIT_STREAM), 20_000);
     t.true(after.state.messages > before.state.messages, `audit events kept and added (${before.state.messages} → ${after.state.messages})`);
     t.is(after.state.first_seq, before.state.first_seq);
   } finally {
