@@ -2,6 +2,7 @@
 // hub.audit.<entity>.<verb> and retained in the HUB_AUDIT JetStream stream, so an operator can
 // `nats sub 'hub.audit.>'` or replay history. One schema, versioned (`v`), documented in the README
 // ("Operating it"); `hub audit` reads it.
+import { randomBytes } from 'node:crypto';
 import { RetentionPolicy, StorageType, nanos, type JetStreamClient } from 'nats';
 import { currentRequest, type RequestContext } from './context.js';
 import type { Logger } from './log.js';
@@ -112,8 +113,14 @@ async function ensureAuditStreamOnce(nc: NatsConnection, retentionDays: number):
 const publishDuration = new HotHistogram('hub_audit_publish_duration_seconds',
   'Time to store one audit event in the HUB_AUDIT stream (a JetStream publish), by outcome', ['outcome'], SLOW_BUCKETS);
 
+/** Attempts (250 ms doubling between them) and each one's wait: together longer than a JetStream leader election. */
+const PUBLISH_ATTEMPTS = 5;
+const PUBLISH_TIMEOUT_MS = 2000;
+
 export function createAuditPublisher(nc: NatsConnection, actor: string, log: Logger): AuditPublisher {
   const js: JetStreamClient = nc.jetstream();
+  let sequence = 0;
+  const origin = `${actor}-${randomBytes(6).toString('hex')}`;
   const ok: HistogramChild = publishDuration.child('ok');
   return {
     async publish(entity, verb, event) {
@@ -121,7 +128,19 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
       const record = auditRecord(entity, verb, event, actor);
       const start = performance.now();
       try {
-        await js.publish(subject, encodeJson(record));
+        // retried, bounded: in a NATS cluster the stream takes a few seconds to elect a new leader when a member
+        // dies, and an event refused meanwhile would be lost (the message id makes a retry of a stored one a no-op)
+        const data = encodeJson(record);
+        const msgID = `${origin}-${++sequence}`;
+        for (let attempt = 1, delay = 250; ; attempt++, delay *= 2) {
+          try {
+            await js.publish(subject, data, { msgID, timeout: PUBLISH_TIMEOUT_MS });
+            break;
+          } catch (e) {
+            if (attempt >= PUBLISH_ATTEMPTS) throw e;
+            await new Promise((r) => setTimeout(r, delay));
+          }
+        }
         ok.observe(secondsSince(start));
       } catch (e) {
         publishDuration.observe([outcomeOf(e)], secondsSince(start));
