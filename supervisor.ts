@@ -117,7 +117,7 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 }
 
 async function start(config: HubConfig): Promise<void> {
-  const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format);
+  const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format, config.Hub.node_name);
   const spawner = preflightSpawner(config, log);
   if (spawner.problems.length) throw new ConfigError(spawner.problems);
   for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
@@ -154,24 +154,43 @@ async function start(config: HubConfig): Promise<void> {
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
   // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
   // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
+  // A cluster's members admit each other and every node's actors with one token: it must be given to each node.
+  const clustered = config.Hub.nats_cluster_port > 0;
+  if (clustered && !process.env[NATS_TOKEN_ENV]) throw new ConfigError([`Hub.nats_cluster_port: every member of a NATS cluster needs the same token: set ${NATS_TOKEN_ENV} on every node`]);
   const natsToken = process.env[NATS_TOKEN_ENV] || `hub_${newToken()}`;
   if (!/^[A-Za-z][A-Za-z0-9_]{15,}$/.test(natsToken)) throw new ConfigError([`${NATS_TOKEN_ENV}: expected 16 or more letters, digits and "_", starting with a letter`]);
-  if (!config.Hub.nats_url) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
-  const tokenEnv = config.Hub.nats_url && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
+  // the hub starts its own NATS unless it is told to use an existing one (a cluster member is always its own)
+  const ownNats = !config.Hub.nats_url || clustered;
+  if (ownNats || process.env[NATS_TOKEN_ENV]) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
+  const tokenEnv = !ownNats && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
 
-  if (!config.Hub.nats_url) {
+  if (ownNats) {
+    const routes = config.Hub.nats_routes.map((u) => u.replace('nats://', `nats://hub:${natsToken}@`));
     children.push(new SupervisedChild({
-      id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, 'nats.conf')], ipc: false,
-      env: { ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port), HUB_NATS_NAME: `hub-${config.Hub.nats_port}`,
-        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid'), ...tokenEnv },
+      id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, clustered ? 'nats-cluster.conf' : 'nats.conf')], ipc: false,
+      env: {
+        ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port),
+        // a cluster's members need names of their own (the port alone may repeat on other machines)
+        HUB_NATS_NAME: clustered ? `hub-${config.Hub.node_name}-${config.Hub.nats_port}` : `hub-${config.Hub.nats_port}`,
+        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid'), ...tokenEnv,
+        ...(clustered ? {
+          HUB_NATS_CLUSTER_HOST: config.Hub.nats_cluster_ip, HUB_NATS_CLUSTER_PORT: String(config.Hub.nats_cluster_port),
+          HUB_NATS_ROUTES: `[${routes.join(', ')}]`,
+        } : {}),
+      },
     }, policy, log, recordProcesses));
   }
-  for (const actor of ACTORS) {
-    children.push(new SupervisedChild({
-      id: actor, command: process.execPath, ipc: true,
-      args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
-      env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv },
-    }, policy, log, recordProcesses));
+  // Supervisor.actors: which actors run on this node (the others run on other nodes of the same hub)
+  for (const actor of ACTORS.filter((a) => config.Supervisor.actors.includes(a))) {
+    const copies = actor === 'gateway' ? config.Supervisor.gateways : 1;
+    for (let i = 1; i <= copies; i++) {
+      children.push(new SupervisedChild({
+        // several gateways share Hub.port (SO_REUSEPORT); each is a child of its own, restarted on its own
+        id: i > 1 ? `${actor}-${i}` : actor, command: process.execPath, ipc: true,
+        args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
+        env: { ...baseEnv, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}) },
+      }, policy, log, recordProcesses));
+    }
   }
 
   for (const svc of services.filter((s) => s.command)) {
@@ -210,9 +229,11 @@ async function start(config: HubConfig): Promise<void> {
   }
   // Actors start together: each waits for what it needs, so start-up costs one actor's boot, not six.
   for (const child of rest) child.start();
-  log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}` }, 'hub starting');
+  log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}`, node: config.Hub.node_name,
+    actors: config.Supervisor.actors, gateways: config.Supervisor.actors.includes('gateway') ? config.Supervisor.gateways : 0 }, 'hub starting');
   // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts
-  void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
+  // (a node without a gateway has no front door of its own to announce)
+  if (config.Supervisor.actors.includes('gateway')) void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
 }
 
 

@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import { natsUrl } from '../shared/actor.js';
-import { NATS_TOKEN_ENV, type HubConfig } from '../shared/config.js';
+import { NATS_TOKEN_ENV, natsServers, type HubConfig } from '../shared/config.js';
 import { runDir } from '../shared/paths.js';
 import { AUDIT_STREAM, subjects } from '../shared/subjects.js';
 import { UsageError } from './args.js';
@@ -104,7 +104,7 @@ export async function audit({ config, flags }: VerbInput): Promise<number> {
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers: url, name: 'hub-cli-audit', timeout: CONNECT_TIMEOUT_MS, waitOnFirstConnect: false, ...natsTokenOf(config),
+      servers: natsServers(url), name: 'hub-cli-audit', timeout: CONNECT_TIMEOUT_MS, waitOnFirstConnect: false, ...natsTokenOf(config),
       maxReconnectAttempts: follow ? FOLLOW_RECONNECTS : 0, reconnectTimeWait: 1000,
     });
   } catch (e) {
@@ -192,7 +192,7 @@ function matches(e: AuditRecord, typeMatch: RegExp | null, whoMatch: RegExp | nu
 }
 
 /** The hub's NATS admits only holders of its token: the environment's, else the one the supervisor keeps in the run dir (0600). */
-function natsTokenOf(config: HubConfig): { token?: string } {
+export function natsTokenOf(config: HubConfig): { token?: string } {
   const file = join(runDir(config.Hub.data_dir), 'nats.token');
   const token = process.env[NATS_TOKEN_ENV] || (existsSync(file) ? readFileSync(file, 'utf8').trim() : '');
   return token ? { token } : {};

@@ -5,6 +5,7 @@ import { ACTORS, runDir } from '../shared/paths.js';
 import type { VerbInput } from './main.js';
 import { readProcesses } from '../shared/processes.js';
 import { runningHub } from './hub.js';
+import type { HubConfig } from '../shared/config.js';
 
 /** RSS counts pages shared between the Node processes once per process; PSS divides them fairly. */
 function memoryOf(pid: number): { rssKb: number; pssKb: number } | null {
@@ -39,7 +40,7 @@ export async function status({ config }: VerbInput): Promise<number> {
     process.stdout.write(`no hub is running with data dir ${config.Hub.data_dir}\n`);
     return 1;
   }
-  const out: string[] = [];
+  const out: string[] = [`${'node'.padEnd(14)} ${hub.config.Hub.node_name}`, ''];
   const mb = (kb: number) => `${(kb / 1024).toFixed(1)} MB`.padStart(10);
   let rss = 0;
   let pss = 0;
@@ -69,6 +70,46 @@ export async function status({ config }: VerbInput): Promise<number> {
     }
   }));
   out.push(`${'actor'.padEnd(14)} ${'instance'.padEnd(24)} ${'pid'.padEnd(8)} ${'up'.padEnd(10)} ping`, ...answers);
+  out.push('', ...(await everyNode(hub.config)));
   process.stdout.write(`${out.join('\n')}\n`);
   return 0;
+}
+
+/** How long the hub-wide listing waits for further answers after the last one. */
+const DISCOVERY_WAIT_MS = 300;
+
+/**
+ * Every instance of every actor on every node of this hub, as the NATS services framework finds them
+ * (`$SRV.PING.hub-<actor>`, metadata actor/instance/node/pid). Bounded: 2 s to connect, one short wait per actor.
+ */
+async function everyNode(config: HubConfig): Promise<string[]> {
+  const { connect, RequestStrategy } = await import('nats');
+  const { natsUrl } = await import('../shared/actor.js');
+  const { natsServers } = await import('../shared/config.js');
+  const { natsServiceName } = await import('../shared/subjects.js');
+  const { natsTokenOf } = await import('./audit.js');
+  let nc;
+  try {
+    nc = await connect({ servers: natsServers(natsUrl(config)), ...natsTokenOf(config), timeout: 2000, maxReconnectAttempts: 0 });
+  } catch (e) {
+    return [`every node: NATS unreachable (${(e as Error).message})`];
+  }
+  try {
+    const rows = await Promise.all(ACTORS.map(async (actor) => {
+      const found: string[] = [];
+      try {
+        const replies = await nc.requestMany(`$SRV.PING.${natsServiceName(actor)}`, new Uint8Array(), { strategy: RequestStrategy.JitterTimer, jitter: DISCOVERY_WAIT_MS, maxWait: 2000 });
+        for await (const m of replies) {
+          const md = (JSON.parse(new TextDecoder().decode(m.data)) as { metadata?: Record<string, string> }).metadata ?? {};
+          found.push(`${actor.padEnd(14)} ${(md.instance ?? '-').padEnd(24)} ${(md.node ?? '-').padEnd(20)} ${md.pid ?? '-'}`);
+        }
+      } catch {
+        // no responders: none runs anywhere
+      }
+      return found.length ? found.sort() : [`${actor.padEnd(14)} ${'-'.padEnd(24)} ${'-'.padEnd(20)} not running on any node`];
+    }));
+    return [`${'every node'.padEnd(14)} ${'instance'.padEnd(24)} ${'node'.padEnd(20)} pid`, ...rows.flat()];
+  } finally {
+    await nc.close();
+  }
 }

@@ -5,11 +5,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './audit.js';
 import { readResolvedConfig, type HubConfig } from './config.js';
-import type { ActorHandlers, Handlers } from './contracts/index.js';
-import { serveGrpc, stopGrpc } from './grpc.js';
+import type { ActorHandlers, Client, Handlers, ServiceActor } from './contracts/index.js';
+import { createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
-import { initMetrics, metricsSnapshot } from './metrics.js';
-import { connectNats, decodeJson, encodeJson, serveNats, type NatsConnection, type NatsHandler } from './nats.js';
+import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
+import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
 import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
@@ -53,7 +53,9 @@ export interface ActorOptions {
 
 export async function runActor<A extends ActorName>(actor: A, setup: (ctx: ActorContext) => Promise<ActorParts<A>>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
-  const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format);
+  const node = config.Hub.node_name;
+  const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format, node);
+  setNodeName(node);
   initMetrics(actor, options.grpcInstance?.(config));
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
   const startedAt = Date.now();
@@ -64,8 +66,10 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   process.on('unhandledRejection', (err) => log.error({ event: 'actor.unhandled_rejection', err }, 'unhandled rejection'));
 
   const statusListeners: ((type: string) => void)[] = [];
-  const nc = await connectNats(natsUrl(config), instance, log, (type) => statusListeners.forEach((l) => l(type)));
-  await ensureAuditStream(nc, config.Hub.audit_retention_days);
+  const nc = await connectNats(natsUrl(config), `${instance}@${node}`, log, (type) => statusListeners.forEach((l) => l(type)));
+  setJetStreamReplicas(nc, config.Hub.nats_replicas);
+  // a NATS cluster starting with the hub may need a while to elect its JetStream leader
+  await ensureAuditStream(nc, config.Hub.audit_retention_days, Math.max(30_000, config.Supervisor.startup_timeout * 2000), log);
   const audit = createAuditPublisher(nc, actor, log);
   const ctx: ActorContext = {
     actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000,
@@ -78,9 +82,12 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
     details: parts.details?.() ?? {},
   });
   const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
-  const grpcServer = await serveGrpc(actor, socket, { Ping: ping, ...parts.grpc } as unknown as Handlers<A>, log);
+  const handlers = { Ping: ping, ...parts.grpc } as unknown as Handlers<A>;
+  const grpcServer = await serveGrpc(actor, socket, handlers, log);
+  // the same rpcs for other nodes (a node without this actor calls it over NATS; any instance answers)
+  const rpcOverNats = serveGrpcOverNats(nc, actor, handlers, log);
   // `metrics` is asked of every replica (its own queue group), so the gateway's scrape sees them all
-  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, pid: String(process.pid) }, { metrics: metricsSnapshot }, instance);
+  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid) }, { metrics: metricsSnapshot }, instance);
 
   let stopping: Promise<void> | undefined;
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {
@@ -92,6 +99,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
     budget.unref();
     await parts.stopIntake?.();
     await stopGrpc(grpcServer, 1000);
+    await rpcOverNats.drain().catch(() => undefined);
     await natsService.stop().catch(() => undefined);
     await parts.close?.();
     await audit.publish('actor', 'stop', { who: `actor:${actor}`, what: instance, outcome: 'ok', reason });
@@ -120,4 +128,9 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
 
   await audit.publish('actor', 'start', { who: `actor:${actor}`, what: instance, outcome: 'ok', pid: process.pid });
   log.info({ event: 'actor.ready', instance, startupMs: Date.now() - startedAt }, 'ready');
+}
+
+/** The client of another actor, by whatever way reaches it from this node (shared/grpc.ts createActorClient). */
+export function actorClient<B extends ServiceActor>(ctx: ActorContext, actor: B, timeoutMs = ctx.rpcTimeoutMs): Client<B> {
+  return createActorClient(actor, { config: ctx.config, nc: ctx.nc, timeoutMs });
 }

@@ -2,11 +2,12 @@
 // hub.audit.<entity>.<verb> and retained in the HUB_AUDIT JetStream stream, so an operator can
 // `nats sub 'hub.audit.>'` or replay history. One schema, versioned (`v`), documented in the README
 // ("Operating it"); `hub audit` reads it.
+import { randomBytes } from 'node:crypto';
 import { RetentionPolicy, StorageType, nanos, type JetStreamClient } from 'nats';
 import { currentRequest, type RequestContext } from './context.js';
 import type { Logger } from './log.js';
 import { HotHistogram, NODE_NAME, outcomeOf, secondsSince, SLOW_BUCKETS, type HistogramChild } from './metrics.js';
-import { encodeJson, type NatsConnection } from './nats.js';
+import { encodeJson, jetStreamReplicas, retryJetStream, type NatsConnection } from './nats.js';
 import { AUDIT_STREAM, subjects } from './subjects.js';
 
 export const AUDIT_SCHEMA_VERSION = 1;
@@ -80,8 +81,15 @@ export function auditRecord(entity: string, verb: string, event: AuditEvent, act
   };
 }
 
-/** Makes sure the stream exists (idempotent, safe for several actors at once). */
-export async function ensureAuditStream(nc: NatsConnection, retentionDays: number): Promise<void> {
+/**
+ * Makes sure the stream exists with the hub's replicas (idempotent, safe for several actors at once), retried
+ * while a NATS cluster is still electing its JetStream leader (bounded by `timeoutMs`).
+ */
+export async function ensureAuditStream(nc: NatsConnection, retentionDays: number, timeoutMs = 30_000, log?: Logger): Promise<void> {
+  await retryJetStream(`stream ${AUDIT_STREAM}`, () => ensureAuditStreamOnce(nc, retentionDays), timeoutMs, log);
+}
+
+async function ensureAuditStreamOnce(nc: NatsConnection, retentionDays: number): Promise<void> {
   const jsm = await nc.jetstreamManager();
   const config = {
     name: AUDIT_STREAM,
@@ -89,6 +97,7 @@ export async function ensureAuditStream(nc: NatsConnection, retentionDays: numbe
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     max_age: retentionDays > 0 ? nanos(retentionDays * 86_400_000) : 0,
+    num_replicas: jetStreamReplicas(nc),
   };
   try {
     await jsm.streams.info(AUDIT_STREAM);
@@ -104,8 +113,14 @@ export async function ensureAuditStream(nc: NatsConnection, retentionDays: numbe
 const publishDuration = new HotHistogram('hub_audit_publish_duration_seconds',
   'Time to store one audit event in the HUB_AUDIT stream (a JetStream publish), by outcome', ['outcome'], SLOW_BUCKETS);
 
+/** Attempts (250 ms doubling between them) and each one's wait: together longer than a JetStream leader election. */
+const PUBLISH_ATTEMPTS = 5;
+const PUBLISH_TIMEOUT_MS = 2000;
+
 export function createAuditPublisher(nc: NatsConnection, actor: string, log: Logger): AuditPublisher {
   const js: JetStreamClient = nc.jetstream();
+  let sequence = 0;
+  const origin = `${actor}-${randomBytes(6).toString('hex')}`;
   const ok: HistogramChild = publishDuration.child('ok');
   return {
     async publish(entity, verb, event) {
@@ -113,7 +128,19 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
       const record = auditRecord(entity, verb, event, actor);
       const start = performance.now();
       try {
-        await js.publish(subject, encodeJson(record));
+        // retried, bounded: in a NATS cluster the stream takes a few seconds to elect a new leader when a member
+        // dies, and an event refused meanwhile would be lost (the message id makes a retry of a stored one a no-op)
+        const data = encodeJson(record);
+        const msgID = `${origin}-${++sequence}`;
+        for (let attempt = 1, delay = 250; ; attempt++, delay *= 2) {
+          try {
+            await js.publish(subject, data, { msgID, timeout: PUBLISH_TIMEOUT_MS });
+            break;
+          } catch (e) {
+            if (attempt >= PUBLISH_ATTEMPTS) throw e;
+            await new Promise((r) => setTimeout(r, delay));
+          }
+        }
         ok.observe(secondsSince(start));
       } catch (e) {
         publishDuration.observe([outcomeOf(e)], secondsSince(start));

@@ -3,10 +3,12 @@
 // overrides. Validated once at start with every problem listed; frozen; actors read the resolved copy.
 import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { invalidNameReason } from './names.js';
+import { ACTORS as ALL_ACTORS } from './paths.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
 
@@ -49,7 +51,12 @@ export const SCHEMA = {
     port: port(8000, 'public port of the gateway'),
     data_dir: { kind: 'string', default: './data', help: 'directory for stores, sockets and secrets (created 0700)' },
     nats_port: port(4222, 'port of the NATS server the hub starts on 127.0.0.1'),
-    nats_url: { kind: 'string', default: '', help: 'an existing NATS to use instead of starting one (env HUB_NATS_URL)' },
+    nats_url: { kind: 'string', default: '', help: 'the NATS servers actors connect to, comma-separated (members of one cluster), e.g. "nats://10.0.0.1:4222,nats://10.0.0.2:4222" (env HUB_NATS_URL); alone it means an existing NATS, not started by the hub', check: checkNatsUrls },
+    nats_cluster_port: { kind: 'integer', default: 0, help: 'start the hub\'s own NATS as a member of a cluster, taking routes on this port (0 = a lone NATS); all members share HUB_NATS_TOKEN', min: 0, max: 65535 },
+    nats_cluster_ip: { kind: 'string', default: '127.0.0.1', help: 'address the NATS cluster port listens on (the other members must reach it)' },
+    nats_routes: { kind: 'string-list', default: [], help: 'cluster URLs of the other NATS members, e.g. ["nats://10.0.0.2:6222"] (credentials are added by the hub)', check: (urls: string[]) => urls.flatMap((u) => (/^nats:\/\/[^/@\s]+:\d{1,5}$/.test(u) ? [] : [`Hub.nats_routes: ${JSON.stringify(u)} is not nats://host:port`])) },
+    nats_replicas: { kind: 'integer', default: 1, help: 'copies of every JetStream bucket and stream the hub creates (3 on a three-member cluster: one member may die)', min: 1, max: 5 },
+    node_name: { kind: 'string', default: '', help: 'this node\'s name in server records, logs, audit events and `hub status` ("" = the host name)', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Hub.node_name: ${JSON.stringify(v)}: expected 1 to 63 letters, digits, ".", "_" and "-"`] : []) },
     log_level: { kind: 'string', default: 'info', help: 'pino log level (also --log-level)', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] },
     log_format: { kind: 'string', default: 'auto', help: 'log lines: "pretty" (readable), "json" (one JSON object a line), "auto" (pretty when stdout is a terminal)', choices: ['auto', 'pretty', 'json'] },
     authenticate_prometheus: { kind: 'boolean', default: true, help: 'GET /hub/metrics needs the read:metrics scope (false: open to anyone who reaches the gateway)' },
@@ -87,7 +94,9 @@ export const SCHEMA = {
     restart_intensity: { kind: 'integer', default: 5, help: 'restarts allowed within restart_period before a child is marked failed', min: 1 },
     restart_period: seconds(60, 'window for restart_intensity'),
     shutdown_timeout: seconds(10, 'how long a child may take to stop before it is killed (the spawner stops servers within it)'),
-    startup_timeout: seconds(15, 'how long NATS may take to accept connections at start'),
+    startup_timeout: seconds(15, 'how long NATS may take to accept connections at start (and JetStream to be ready, in a cluster, twice that)'),
+    actors: { kind: 'string-list', default: [...ALL_ACTORS], help: 'which actors this node runs (several nodes share one hub over NATS: e.g. ["spawner", "gateway"] on an extra node)', check: checkActors },
+    gateways: { kind: 'integer', default: 1, help: 'gateway processes on this node, all on Hub.port (SO_REUSEPORT: the kernel spreads connections)', min: 1, max: 32 },
   },
   Spawner: {
     cmd: { kind: 'string-list', default: [], help: 'command of the single-user server ([] = this project\'s own)' },
@@ -184,6 +193,37 @@ function checkBatchScript(script: string): string[] {
     ...(used.includes('cmd') ? [] : ['SlurmSpawner.batch_script: must contain {cmd} (the line that runs the server)']),
     ...[...new Set(used)].filter((p) => !(SLURM_PLACEHOLDERS as readonly string[]).includes(p)).map((p) => `SlurmSpawner.batch_script: unknown placeholder {${p}} (known: ${SLURM_PLACEHOLDERS.map((x) => `{${x}}`).join(' ')})`),
   ];
+}
+
+const NODE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+function checkActors(names: string[]): string[] {
+  const unknown = names.filter((n) => !(ALL_ACTORS as readonly string[]).includes(n));
+  const twice = names.filter((n, i) => names.indexOf(n) !== i);
+  return [
+    ...unknown.map((n) => `Supervisor.actors: unknown actor ${JSON.stringify(n)} (known: ${ALL_ACTORS.join(', ')})`),
+    ...[...new Set(twice)].map((n) => `Supervisor.actors: ${JSON.stringify(n)} is listed twice (several gateways: Supervisor.gateways)`),
+  ];
+}
+
+/** `Hub.nats_url`: one or more `nats://host:port`, comma-separated. */
+export function natsServers(url: string): string[] {
+  return url.split(',').map((u) => u.trim()).filter(Boolean);
+}
+
+function checkNatsUrls(v: string): string[] {
+  return natsServers(v).filter((u) => !/^(nats|tls):\/\/[^/\s]+(:\d{1,5})?$/.test(u)).map((u) => `Hub.nats_url: ${JSON.stringify(u)} is not nats://host:port`);
+}
+
+/** Options that only make sense together; each problem is a line. */
+function crossChecks(c: HubConfig): string[] {
+  const h = c.Hub;
+  const problems: string[] = [];
+  if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
+  if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
+  if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
+  if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
+  return problems;
 }
 
 /** User, group, service and server names: the rule every actor applies (see shared/names.ts). */
@@ -413,6 +453,8 @@ export function validateConfig(raw: unknown): HubConfig {
     }
   }
   if (problems.length) throw new ConfigError(problems);
+  const cross = crossChecks(out as unknown as HubConfig);
+  if (cross.length) throw new ConfigError(cross);
   return deepFreeze(out) as unknown as HubConfig;
 }
 
@@ -482,7 +524,9 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
   if (env.HUB_NATS_URL) (merged.Hub ??= {}).nats_url = env.HUB_NATS_URL;
   const config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
   const dataDir = isAbsolute(config.Hub.data_dir) ? config.Hub.data_dir : resolve(cwd, config.Hub.data_dir);
-  return deepFreeze({ ...config, Hub: { ...config.Hub, data_dir: dataDir } }) as HubConfig;
+  // the host name may not fit a node name (it is one for almost every host): then it is cut to fit
+  const nodeName = config.Hub.node_name || hostname().replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63) || 'node';
+  return deepFreeze({ ...config, Hub: { ...config.Hub, data_dir: dataDir, node_name: nodeName } }) as HubConfig;
 }
 
 // ---- the resolved copy the supervisor hands to its children ------------------

@@ -6,10 +6,13 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { currentRequest, runForRequest, type RequestContext } from './context.js';
 import type { CallContext, CallOptions, Client, Handlers, ServiceActor } from './contracts/index.js';
-import { asHubError, errors, fromGrpcStatus, toGrpcStatus } from './errors.js';
+import { asHubError, errors, fromGrpcStatus, fromNatsReply, fromNatsRequestError, toGrpcStatus, toNatsHeaders, type HubError } from './errors.js';
 import type { Logger } from './log.js';
 import { grpcClientDuration, grpcServerDuration, outcomeOf, secondsSince, type HistogramChild } from './metrics.js';
-import { PROTO_DIR } from './paths.js';
+import { headers as natsHeaders, type Msg, type NatsConnection, type Subscription } from 'nats';
+import type { HubConfig } from './config.js';
+import { grpcSocketPath, PROTO_DIR } from './paths.js';
+import { subjects } from './subjects.js';
 
 /** 'proxy-router' → file proxy_router.proto, package hub.proxy_router.v1, service ProxyRouter. */
 function protoNames(actor: string): { file: string; pkg: string; service: string } {
@@ -49,24 +52,11 @@ export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: st
   for (const method of Object.keys(ctor.service)) {
     const handle = table[method];
     if (!handle) throw new Error(`${actor}: no handler for rpc ${method}`);
-    const okTimer = grpcServerDuration.child(method, 'ok');
+    const invoke = handlerInvoker(actor, method, handle, log);
     impl[method] = (call: grpc.ServerUnaryCall<unknown, unknown>, done: grpc.sendUnaryData<unknown>) => {
-      const start = performance.now();
-      const fail = (e: unknown) => {
-        const err = asHubError(e);
-        if (err.status >= 500 && err.status !== 504) log.error({ event: 'grpc.handler.failed', method, err: e }, 'rpc failed');
-        grpcServerDuration.observe([method, outcomeOf(err)], secondsSince(start));
+      invoke(call.request, callContext(call)).then((reply) => done(null, reply as object), (err: HubError) => {
         done({ ...toGrpcStatus(err), name: 'HubError', message: err.message } as grpc.ServiceError);
-      };
-      const context = callContext(call);
-      // The caller gave up while the request waited: do nothing it could no longer learn about.
-      if (context.cancelled) return fail(errors.timeout(`${actor}.${method}`));
-      const run = () => Promise.resolve()
-        .then(() => handle(call.request, context))
-        .then((reply) => { okTimer.observe(secondsSince(start)); done(null, reply as object); }, fail);
-      // Only calls made for a request enter its context (Pings and the like stay out of async hooks' way).
-      if (context.request) runForRequest(context.request, run);
-      else void run();
+      });
     };
   }
   const server = new grpc.Server();
@@ -75,6 +65,27 @@ export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: st
   await new Promise<void>((resolve, reject) =>
     server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
   return server;
+}
+
+/** One handler as both transports run it: refused when the caller gave up, timed, inside the request's context. */
+function handlerInvoker(actor: string, method: string, handle: (request: unknown, call: CallContext) => unknown, log: Logger) {
+  const okTimer = grpcServerDuration.child(method, 'ok');
+  return (request: unknown, context: CallContext): Promise<unknown> => {
+    const start = performance.now();
+    const fail = (e: unknown): never => {
+      const err = asHubError(e);
+      if (err.status >= 500 && err.status !== 504) log.error({ event: 'grpc.handler.failed', method, err: e }, 'rpc failed');
+      grpcServerDuration.observe([method, outcomeOf(err)], secondsSince(start));
+      throw err;
+    };
+    // The caller gave up while the request waited: do nothing it could no longer learn about.
+    if (context.cancelled) return Promise.reject(errors.timeout(`${actor}.${method}`)).catch(fail);
+    const run = () => Promise.resolve()
+      .then(() => handle(request, context))
+      .then((reply) => { okTimer.observe(secondsSince(start)); return reply; }, fail);
+    // Only calls made for a request enter its context (Pings and the like stay out of async hooks' way).
+    return context.request ? runForRequest(context.request, run) : run();
+  };
 }
 
 function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext {
@@ -161,3 +172,110 @@ export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<v
 
 /** Call options for a call allowed `ms` from now (for calls that legitimately take longer than one rpc_timeout). */
 export const within = (ms: number, base: CallOptions = {}): CallOptions => ({ ...base, deadline: Date.now() + ms });
+
+// ---- between nodes: the same contracts over NATS ------------------------------------------------------
+// An actor another node needs (the gateway of a node that runs only spawner and gateway asks auth and tokens)
+// is reached over NATS, which every node shares: the request is the rpc's protobuf bytes on
+// `hub.<actor>.rpc.<method>` in the actor's queue group (any instance answers), the deadline and the request
+// context ride in headers as they ride in gRPC metadata, and errors come back as the NATS error headers.
+
+/** Serves an actor's handler table over NATS too; returns the subscription (drained with the connection). */
+export function serveGrpcOverNats<A extends ServiceActor>(nc: NatsConnection, actor: A, handlers: Handlers<A>, log: Logger): Subscription {
+  const ctor = serviceConstructor(actor);
+  const table = handlers as unknown as Record<string, (request: unknown, call: CallContext) => unknown>;
+  const methods = new Map(Object.keys(ctor.service).map((method) => {
+    const def = ctor.service[method];
+    return [method.toLowerCase(), { def, invoke: handlerInvoker(actor, method, table[method], log) }] as const;
+  }));
+  const prefix = subjects.rpc(actor, '');
+  return nc.subscribe(`${prefix}*`, {
+    queue: `hub-${actor}`,
+    callback: (_e, m) => {
+      const entry = methods.get(m.subject.slice(prefix.length));
+      if (!entry || !m.reply) return;
+      const header = (k: string) => {
+        const v = m.headers?.get(k);
+        try {
+          return v ? decodeURIComponent(v) : undefined;
+        } catch {
+          return undefined;
+        }
+      };
+      const sent = Number(header(DEADLINE_KEY));
+      const deadline = Number.isFinite(sent) && sent > 0 ? sent : Date.now() + 5000;
+      const requestId = header(REQUEST_ID_KEY);
+      const context: CallContext = {
+        deadline,
+        request: requestId ? { requestId, who: header(WHO_KEY), client: header(CLIENT_KEY) } : undefined,
+        get cancelled() {
+          return Date.now() >= deadline;
+        },
+      };
+      let request: unknown;
+      try {
+        request = entry.def.requestDeserialize(Buffer.from(m.data));
+      } catch (e) {
+        return void replyError(m, errors.badRequest(`${actor}: unreadable request (${(e as Error).message})`));
+      }
+      entry.invoke(request, context).then(
+        (reply) => m.respond(entry.def.responseSerialize(reply)),
+        (err: HubError) => replyError(m, err),
+      );
+    },
+  });
+}
+
+function replyError(m: Msg, err: HubError): void {
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(toNatsHeaders(err))) h.set(k, v);
+  m.respond(new Uint8Array(), { headers: h });
+}
+
+/** A typed client of an actor on another node, over NATS: the same calls, deadlines and errors as `createGrpcClient`. */
+export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsConnection, defaultTimeoutMs: number): Client<A> {
+  const ctor = serviceConstructor(actor);
+  const typed: Record<string, unknown> = { close: () => undefined };
+  for (const method of Object.keys(ctor.service)) {
+    const def = ctor.service[method];
+    const subject = subjects.rpc(actor, method);
+    const okTimer: HistogramChild = grpcClientDuration.child(actor, method, 'ok');
+    typed[lowerFirst(method)] = async (request: object, options: CallOptions = {}) => {
+      const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;
+      if (Date.now() >= deadline) throw errors.timeout(`${actor}.${method}`);
+      const h = natsHeaders();
+      h.set(DEADLINE_KEY, String(deadline));
+      const context = options.request ?? currentRequest();
+      if (context) {
+        h.set(REQUEST_ID_KEY, encodeURIComponent(context.requestId));
+        if (context.who) h.set(WHO_KEY, encodeURIComponent(context.who));
+        if (context.client) h.set(CLIENT_KEY, encodeURIComponent(context.client));
+      }
+      const start = performance.now();
+      let err: HubError | null;
+      let reply: Msg | undefined;
+      try {
+        reply = await nc.request(subject, def.requestSerialize(request), { timeout: Math.max(1, deadline - Date.now()), headers: h });
+        err = fromNatsReply(reply.headers);
+      } catch (e) {
+        err = fromNatsRequestError(e, `${actor}.${method}`);
+      }
+      if (err) {
+        grpcClientDuration.observe([actor, method, outcomeOf(err)], secondsSince(start));
+        throw err;
+      }
+      okTimer.observe(secondsSince(start));
+      return def.responseDeserialize(Buffer.from(reply!.data));
+    };
+  }
+  return typed as Client<A>;
+}
+
+/**
+ * The client an actor uses to call another: over its unix socket when this node runs that actor (the fast,
+ * usual way), else over NATS to whichever node runs it (`Supervisor.actors` says which run here).
+ */
+export function createActorClient<A extends ServiceActor>(actor: A, { config, nc, timeoutMs }: { config: HubConfig; nc: NatsConnection; timeoutMs: number }): Client<A> {
+  return (config.Supervisor.actors as readonly string[]).includes(actor)
+    ? createGrpcClient(actor, grpcSocketPath(config.Hub.data_dir, actor), timeoutMs)
+    : createNatsRpcClient(actor, nc, timeoutMs);
+}

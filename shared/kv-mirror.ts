@@ -7,7 +7,7 @@
 //   - `staleMs()` says how long the copy may have been behind (0 while the watch is live).
 import type { KV, KvEntry, QueuedIterator } from 'nats';
 import type { Logger } from './log.js';
-import type { NatsConnection } from './nats.js';
+import { openKv, type NatsConnection } from './nats.js';
 
 const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 10_000;
@@ -50,7 +50,7 @@ export interface KvMirror<V> {
 
 export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V>): Promise<KvMirror<V>> {
   const { decode, log, bucket } = options;
-  const kv = await nc.jetstream().views.kv(bucket, { history: options.history ?? 1 });
+  const kv = await openKv(nc, bucket, { history: options.history ?? 1, timeoutMs: Math.max(options.loadTimeoutMs, 30_000), log });
   let map = new Map<string, V>();
   let revision = 0;
   let generation = 0;
@@ -58,6 +58,7 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
   let lostSince = 0; // 0 = live
   let retryMs = RETRY_FIRST_MS;
   let retryTimer: NodeJS.Timeout | undefined;
+  let reloading: Promise<void> | undefined;
   let iter: QueuedIterator<KvEntry> | null = null;
   const listeners = new Set<(c: MirrorListener<V>) => void>();
   const waiters = new Set<{ revision: number; resolve: (ok: boolean) => void; timer: NodeJS.Timeout }>();
@@ -181,7 +182,19 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     waitForRevision(wanted, timeoutMs) {
       if (wanted <= revision) return Promise.resolve(true);
       return new Promise((resolve) => {
-        const w = { revision: wanted, resolve, timer: setTimeout(() => { waiters.delete(w); resolve(false); }, timeoutMs) };
+        const w = {
+          revision: wanted, resolve, timer: setTimeout(() => {
+            waiters.delete(w);
+            resolve(false);
+            // Someone wrote `wanted` and this copy never saw it: the watch may be stalled without a reconnect (its
+            // consumer lived on a NATS cluster member that died; the client notices only after two missed
+            // heartbeats, ~10 s, and then re-creates it slowly while the cluster moves leaders). Load afresh now.
+            if (wanted > revision && !stopped && !reloading) {
+              log.warn({ event: 'kv_mirror.behind', bucket, revision, wanted }, 'bucket copy behind a known write: reloading');
+              reloading = reload().finally(() => { reloading = undefined; });
+            }
+          }, timeoutMs),
+        };
         waiters.add(w);
       });
     },

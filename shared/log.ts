@@ -34,15 +34,16 @@ function requestFields(): object {
 function prettyStream(): DestinationStream {
   const pretty = createRequire(import.meta.url)('pino-pretty') as (o: object) => DestinationStream;
   return pretty({
-    sync: true, colorize: Boolean(process.stdout.isTTY), translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,actor',
+    sync: true, colorize: Boolean(process.stdout.isTTY), translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,actor,node',
     messageFormat: '{actor}: {msg}', singleLine: true,
   });
 }
 
-export function createLogger(actor: string, level = 'info', format = 'auto'): Logger {
+/** `node`: `Hub.node_name`, on every line, so the logs of several nodes can be read together. */
+export function createLogger(actor: string, level = 'info', format = 'auto', node?: string): Logger {
   const options = {
     level,
-    base: { actor, pid: process.pid },
+    base: node ? { actor, node, pid: process.pid } : { actor, pid: process.pid },
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
     mixin: requestFields,

@@ -17,8 +17,12 @@ import { hostname } from 'node:os';
 import { monitorEventLoopDelay, performance as perf, PerformanceObserver, type EventLoopUtilization } from 'node:perf_hooks';
 import type * as PromClient from 'prom-client';
 
-/** Where this process runs: the host name for now (a `Hub.node_name` option may come later). */
-export const NODE_NAME = hostname();
+/** Where this process runs: `Hub.node_name` (set by shared/actor.ts before anything is measured), else the host name. */
+export let NODE_NAME = hostname();
+
+export function setNodeName(name: string): void {
+  if (name) NODE_NAME = name;
+}
 
 /** The Prometheus text format's content type (prom-client's PROMETHEUS_CONTENT_TYPE). */
 export const PROMETHEUS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';

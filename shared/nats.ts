@@ -1,7 +1,7 @@
 // The NATS connection every process shares, JSON request/reply with HubError mapping,
 // and an actor's NATS service (the services framework gives $SRV.PING/INFO/STATS discovery for free).
-import { connect, headers as natsHeaders, RequestStrategy, type NatsConnection, type ServiceMsg, type Service } from 'nats';
-import { NATS_TOKEN_ENV } from './config.js';
+import { connect, headers as natsHeaders, RequestStrategy, type KV, type NatsConnection, type ServiceMsg, type Service } from 'nats';
+import { NATS_TOKEN_ENV, natsServers } from './config.js';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
 import { natsRequestDuration, outcomeOf, secondsSince } from './metrics.js';
@@ -15,10 +15,14 @@ const decoder = new TextDecoder();
 export const encodeJson = (v: unknown): Uint8Array => encoder.encode(JSON.stringify(v ?? null));
 export const decodeJson = <T = unknown>(data: Uint8Array): T => (data.length ? JSON.parse(decoder.decode(data)) : null) as T;
 
-/** Connects and keeps reconnecting forever: NATS may restart under the supervisor at any time. */
+/**
+ * Connects and keeps reconnecting forever: NATS may restart under the supervisor at any time. `url` may list
+ * several members of a cluster (comma-separated); the client picks one and moves to another when it dies
+ * (it also learns the members the servers announce).
+ */
 export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void, token = process.env[NATS_TOKEN_ENV]): Promise<NatsConnection> {
   const nc = await connect({
-    servers: url,
+    servers: natsServers(url),
     name,
     ...(token ? { token } : {}),
     maxReconnectAttempts: -1,
@@ -35,6 +39,40 @@ export async function connectNats(url: string, name: string, log: Logger, onStat
     }
   })();
   return nc;
+}
+
+// ---- JetStream: replicas and a cluster that is still electing ----------------------------------------
+
+const replicasOf = new WeakMap<NatsConnection, number>();
+
+/** `Hub.nats_replicas` for every bucket and stream created through this connection (set once by shared/actor.ts). */
+export function setJetStreamReplicas(nc: NatsConnection, replicas: number): void {
+  replicasOf.set(nc, replicas);
+}
+
+export const jetStreamReplicas = (nc: NatsConnection): number => replicasOf.get(nc) ?? 1;
+
+/**
+ * A JetStream set-up step (create or bind a bucket or stream), retried with backoff for at most `timeoutMs`:
+ * a cluster answers "JetStream system temporarily unavailable" (or nothing) until its members have elected a
+ * leader, and two actors creating the same bucket at once race. The last error is thrown when time runs out.
+ */
+export async function retryJetStream<T>(what: string, step: () => Promise<T>, timeoutMs: number, log?: Logger): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 1, delay = 100; ; attempt++, delay = Math.min(delay * 2, 2000)) {
+    try {
+      return await step();
+    } catch (e) {
+      if (Date.now() + delay >= deadline) throw e;
+      if (attempt === 3) log?.warn({ event: 'nats.jetstream.waiting', what, err: (e as Error).message }, 'JetStream not ready yet, retrying');
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
+/** Opens (creating when missing, with the hub's replicas) a KV bucket, retried while JetStream is not ready. */
+export function openKv(nc: NatsConnection, bucket: string, { history = 1, timeoutMs = 30_000, log }: { history?: number; timeoutMs?: number; log?: Logger } = {}): Promise<KV> {
+  return retryJetStream(`bucket ${bucket}`, () => nc.jetstream().views.kv(bucket, { history, replicas: jetStreamReplicas(nc) }), timeoutMs, log);
 }
 
 /** A JSON request to an actor's NATS endpoint; errors come back as HubErrors (503 when nobody listens, 504 on timeout). */

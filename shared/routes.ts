@@ -4,7 +4,7 @@
 // registry (`serverRoute` below), so a server's route and its "ready" are one fact.
 import type { KV } from 'nats';
 import type { ServerRecord } from './servers.js';
-import { decodeJson, encodeJson, type NatsConnection } from './nats.js';
+import { decodeJson, encodeJson, openKv, type NatsConnection } from './nats.js';
 
 export const ROUTES_BUCKET = 'hub_routes';
 
@@ -25,7 +25,7 @@ export function routespecOfKey(key: string): string {
 }
 
 export function openRoutes(nc: NatsConnection): Promise<KV> {
-  return nc.jetstream().views.kv(ROUTES_BUCKET, { history: 1 });
+  return openKv(nc, ROUTES_BUCKET);
 }
 
 export const putRoute = (kv: KV, route: Route): Promise<number> => kv.put(routeKey(route.routespec), encodeJson(route));

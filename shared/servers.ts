@@ -48,6 +48,8 @@ export interface ServerRecord {
   /** a human-readable name for pages (any text; the API name stays strict) */
   display_name?: string;
   instance: string;
+  /** the node (`Hub.node_name`) whose spawner started it; absent in records older than nodes */
+  node?: string;
   token_id: string;
   progress: ProgressEvent[];
 }

@@ -45,6 +45,8 @@ export const EVENT_FLOW = {
 
 export const subjects = {
   command: (actor: string, verb: string) => `hub.${token(actor)}.${token(verb)}`,
+  /** an rpc of the actor's gRPC service carried over NATS (between nodes, shared/grpc.ts); '' = the prefix */
+  rpc: (actor: string, method: string) => `hub.${token(actor)}.rpc.${method ? token(method.toLowerCase()) : ''}`,
   /** the prefix of an actor's commands (its NATS service group) */
   commandGroup: (actor: string) => `hub.${token(actor)}`,
   event: <E extends EventEntity>(entity: E, change: EventChange<E>) => `hub.evt.${token(entity)}.${token(change)}`,

@@ -9,10 +9,13 @@ export interface HealthReport {
   missing: string[];
 }
 
-/** `gatewayInstance`: this gateway's own socket name; it checks its own gRPC service like the others. */
-export function createHealthChecker(dataDir: string, timeoutMs: number, gatewayInstance: string) {
+/**
+ * `gatewayInstance`: this gateway's own socket name; it checks its own gRPC service like the others.
+ * `clientOf` reaches the other actors wherever they run (their socket on this node, else NATS).
+ */
+export function createHealthChecker(dataDir: string, timeoutMs: number, gatewayInstance: string, clientOf: (actor: (typeof ACTORS)[number]) => Pick<Client<'auth'>, 'ping' | 'close'>) {
   const clients = new Map<string, Pick<Client<'auth'>, 'ping' | 'close'>>(
-    ACTORS.map((a) => [a, createGrpcClient(a, grpcSocketPath(dataDir, a, a === 'gateway' ? gatewayInstance : ''), timeoutMs)]));
+    ACTORS.map((a) => [a, a === 'gateway' ? createGrpcClient(a, grpcSocketPath(dataDir, a, gatewayInstance), timeoutMs) : clientOf(a)]));
   return {
     async check(): Promise<HealthReport> {
       const results = await Promise.all([...clients].map(async ([actor, client]) => {

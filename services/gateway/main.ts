@@ -1,10 +1,9 @@
 // Gateway actor: the only public listener. Wiring only; see app.ts for the routes.
 import uWS from 'uWebSockets.js';
 import { subjects } from '../../shared/subjects.js';
-import { runActor } from '../../shared/actor.js';
-import { createGrpcClient } from '../../shared/grpc.js';
+import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
-import { grpcSocketPath } from '../../shared/paths.js';
+
 import { configuredServices, roleBook } from '../../shared/roles.js';
 import { createApi, createIdentify } from './api/index.js';
 import { createApp } from './app.js';
@@ -27,17 +26,25 @@ import { createRouting } from './proxy/sync.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
+/**
+ * With `Supervisor.gateways` > 1 the supervisor numbers the gateways of a node (HUB_GATEWAY_INDEX, 1 for the
+ * first): they share the port, so socket and metrics are told apart by `<port>-<index>` (the first keeps `<port>`).
+ */
+const replicaOf = (configured: number) => {
+  const index = Number(process.env.HUB_GATEWAY_INDEX) || 1;
+  return index > 1 ? `${portOf(configured)}-${index}` : String(portOf(configured));
+};
 
 await runActor('gateway', async (ctx) => {
   if (UWS_BUILD !== 'native') throw new Error('uWebSockets.js native binary did not load (fallback shim in use): reinstall with `npm ci` on Node 20');
   const { ip, data_dir: dataDir } = ctx.config.Hub;
   const port = portOf(ctx.config.Hub.port);
   const maxAgeMs = ctx.config.Hub.cache_max_age * 1000;
-  const auth = createGrpcClient('auth', grpcSocketPath(dataDir, 'auth'), ctx.rpcTimeoutMs);
-  const tokens = createGrpcClient('tokens', grpcSocketPath(dataDir, 'tokens'), ctx.rpcTimeoutMs);
-  const spawner = createGrpcClient('spawner', grpcSocketPath(dataDir, 'spawner'), ctx.rpcTimeoutMs);
-  const oauth = createGrpcClient('oauth', grpcSocketPath(dataDir, 'oauth'), ctx.rpcTimeoutMs);
-  const router = createGrpcClient('proxy-router', grpcSocketPath(dataDir, 'proxy-router'), ctx.rpcTimeoutMs);
+  const auth = actorClient(ctx, 'auth');
+  const tokens = actorClient(ctx, 'tokens');
+  const spawner = actorClient(ctx, 'spawner');
+  const oauth = actorClient(ctx, 'oauth');
+  const router = actorClient(ctx, 'proxy-router');
   const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6);
   const identities = createIdentityCache(tokens, maxAgeMs);
   const users = createUserCache(auth, maxAgeMs);
@@ -71,7 +78,8 @@ await runActor('gateway', async (ctx) => {
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
     (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
-  const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, String(port));
+  const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, replicaOf(ctx.config.Hub.port),
+    (actor) => actorClient(ctx, actor, ctx.config.Hub.health_timeout * 1000));
   // a scrape waits for every actor at most as long as /hub/health does
   const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);
   supervisorGauges(dataDir);
@@ -80,7 +88,7 @@ await runActor('gateway', async (ctx) => {
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
   ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);
   return {
-    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}`, routes: String(routes.table.size) }),
+    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size) }),
     stopIntake: () => uWS.us_listen_socket_close(listenSocket),
     close: () => {
       routes.stop();
@@ -97,4 +105,4 @@ await runActor('gateway', async (ctx) => {
       servers.stop();
     },
   };
-}, { grpcInstance: (config) => String(portOf(config.Hub.port)) });
+}, { grpcInstance: (config) => replicaOf(config.Hub.port) });

@@ -1,7 +1,6 @@
 // The oauth actor: OAuth clients and authorization codes. Wiring only.
-import { runActor, type ActorContext } from '../../shared/actor.js';
-import { createGrpcClient } from '../../shared/grpc.js';
-import { grpcSocketPath, storePath } from '../../shared/paths.js';
+import { actorClient, runActor, type ActorContext } from '../../shared/actor.js';
+import { storePath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
 import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
 import { createOAuthHandlers } from './handlers.js';
@@ -11,7 +10,7 @@ const HOUR_MS = 3_600_000;
 
 await runActor('oauth', async (ctx) => {
   const store = await OAuthStore.open(storePath(ctx.config.Hub.data_dir, 'oauth'));
-  const tokens = createGrpcClient('tokens', grpcSocketPath(ctx.config.Hub.data_dir, 'tokens'), ctx.rpcTimeoutMs);
+  const tokens = actorClient(ctx, 'tokens');
   const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log });
 
   await h.syncServiceClients(configuredServices(ctx.config));

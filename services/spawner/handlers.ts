@@ -98,6 +98,11 @@ function describeExit(e: ExitStatus): string {
 export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied }: SpawnerDeps) {
   const S = config.Spawner;
   const local = new Map<string, Local>();
+  /**
+   * Servers this node's spawner looks after: those it started (and records from before nodes). Another node's
+   * servers are never adopted, polled, stopped at shutdown or rewritten from this copy of the registry.
+   */
+  const ours = (r: ServerRecord) => !r.node || r.node === config.Hub.node_name;
   const localOf = (r: { user: string; name: string }) => {
     const key = serverKey(r.user, r.name);
     let l = local.get(key);
@@ -483,7 +488,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const r: ServerRecord = {
         user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', pid: 0,
         spawner_class: config.Hub.spawner_class, spawner_state: {},
-        started: now, last_activity: now, user_options: options, instance, token_id: '',
+        started: now, last_activity: now, user_options: options, instance, node: config.Hub.node_name, token_id: '',
         progress: [{ progress: 0, message: 'Server requested' }],
         ...(req.display_name || current?.display_name ? { display_name: req.display_name || current?.display_name } : {}),
       };
@@ -544,7 +549,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         user: req.user, name: req.name, state: 'stopped', url: serverUrl(req.user, req.name), target: '', pid: 0,
         spawner_class: config.Hub.spawner_class, spawner_state: {}, started: '', last_activity: '',
         user_options: req.user_options_json ? checkOptions(JSON.parse(req.user_options_json)) : {},
-        instance, token_id: '', progress: [], ...(req.display_name ? { display_name: req.display_name } : {}),
+        instance, node: config.Hub.node_name, token_id: '', progress: [], ...(req.display_name ? { display_name: req.display_name } : {}),
       };
       await registry.save(r);
       void audit.publish('server', 'create', { who: req.by, what: label(r), outcome: 'ok' });
@@ -588,7 +593,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     async adoptAll(): Promise<void> {
       // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
       // the order they were asked for: a restart must not lose a person's place
-      const unstarted = registry.all().filter((r) => r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
+      const unstarted = registry.all().filter((r) => ours(r) && r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
         .sort((a, b) => a.started.localeCompare(b.started));
       const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
       for (const r of unstarted) await resumeStart(r);
@@ -617,7 +622,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         }
       };
       for (const r of registry.all()) {
-        if (!isActive(r) || restarted.has(serverKey(r.user, r.name))) continue;
+        if (!isActive(r) || !ours(r) || restarted.has(serverKey(r.user, r.name))) continue;
         const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
         if (!adopted) {
           log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
@@ -671,7 +676,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */
     async pollAdopted(): Promise<void> {
       for (const r of registry.all()) {
-        if (r.state !== 'running' || local.get(serverKey(r.user, r.name))?.watched) continue;
+        if (r.state !== 'running' || !ours(r) || local.get(serverKey(r.user, r.name))?.watched) continue;
         const p = await backend(r.spawner_class).poll(r.spawner_state).catch(() => ({ running: true as const }));
         if (!p.running) {
           log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: p.code, reason: p.reason }, 'server exited by itself');
@@ -684,7 +689,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     async recordActivity(entries: { user: string; name: string; at: string }[]): Promise<void> {
       for (const e of entries) {
         const r = registry.get(e.user, e.name);
-        if (r && isActive(r) && e.at > r.last_activity) {
+        if (r && isActive(r) && ours(r) && e.at > r.last_activity) {
           r.last_activity = e.at;
           await registry.save(r);
         }
@@ -693,7 +698,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
     /** On a clean hub shutdown with Hub.cleanup_servers: stop everything, in parallel. */
     async stopAll(): Promise<void> {
-      await Promise.all(registry.all().filter(isActive).map((r) => {
+      await Promise.all(registry.all().filter((r) => isActive(r) && ours(r)).map((r) => {
         const l = localOf(r);
         return (l.stopping ??= stopServerNow(r, 'hub shutdown')).catch(() => undefined);
       }));

@@ -1,8 +1,7 @@
 // The spawner actor: single-user servers, run by the backend `Hub.spawner_class` names. Wiring only.
-import { runActor } from '../../shared/actor.js';
-import { createGrpcClient } from '../../shared/grpc.js';
+import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.js';
-import { grpcSocketPath } from '../../shared/paths.js';
+
 import { subjects } from '../../shared/subjects.js';
 import { createActivityBuffer } from './activity.js';
 import { isShutdownRequest } from '../../shared/supervision.js';
@@ -14,8 +13,8 @@ import { Registry } from './registry.js';
 await runActor('spawner', async (ctx) => {
   const { config } = ctx;
   const registry = await Registry.open(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
-  const tokens = createGrpcClient('tokens', grpcSocketPath(config.Hub.data_dir, 'tokens'), ctx.rpcTimeoutMs);
-  const oauth = createGrpcClient('oauth', grpcSocketPath(config.Hub.data_dir, 'oauth'), ctx.rpcTimeoutMs);
+  const tokens = actorClient(ctx, 'tokens');
+  const oauth = actorClient(ctx, 'oauth');
   // records name the backend that started them, so servers of a previous spawner_class are still adopted and stopped
   const backends = new Map<string, SpawnerBackend>();
   const backend = (name: string) => {

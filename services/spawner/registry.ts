@@ -56,9 +56,18 @@ export class Registry {
   /** Stores a copy; the in-memory view changes at once, the bucket in order. Resolves with the bucket revision. */
   save(record: ServerRecord): Promise<number> {
     const key = serverKey(record.user, record.name);
+    const previous = this.records.get(key);
     const copy = structuredClone(record);
     this.records.set(key, copy);
-    return this.enqueue(key, () => this.kv.put(key, encodeJson(copy)));
+    const written = this.enqueue(key, () => this.kv.put(key, encodeJson(copy)));
+    // A write JetStream never took (its leader moving after a NATS member died) must not stay in the copy: a start
+    // refused with 503 would otherwise look pending forever to the next one. Back to what the bucket holds.
+    written.catch(() => {
+      if (this.records.get(key) !== copy) return;
+      if (previous) this.records.set(key, previous);
+      else this.records.delete(key);
+    });
+    return written;
   }
 
   remove(user: string, name: string): Promise<void> {

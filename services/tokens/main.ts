@@ -1,9 +1,8 @@
 // The tokens actor: API tokens, roles, scopes. Wiring only.
-import { runActor } from '../../shared/actor.js';
+import { actorClient, runActor } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
-import { createGrpcClient } from '../../shared/grpc.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
-import { grpcSocketPath, storePath } from '../../shared/paths.js';
+import { storePath } from '../../shared/paths.js';
 import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import { registerConfiguredTokens } from './config-tokens.js';
 import { createTokenHandlers } from './handlers.js';
@@ -23,7 +22,7 @@ async function orNullWhenAbsent<T>(p: Promise<T>): Promise<T | null> {
 
 await runActor('tokens', async (ctx) => {
   const store = await TokenStore.open(storePath(ctx.config.Hub.data_dir, 'tokens'));
-  const auth = createGrpcClient('auth', grpcSocketPath(ctx.config.Hub.data_dir, 'auth'), ctx.rpcTimeoutMs);
+  const auth = actorClient(ctx, 'auth');
   const h = createTokenHandlers({
     config: ctx.config,
     store,

@@ -3,9 +3,10 @@ import { api } from './api.js';
 import { footprint } from './footprint.js';
 import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
+import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

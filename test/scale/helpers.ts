@@ -1,0 +1,78 @@
+// Several hub nodes on one machine for scale tests: each node its own data dir, gateway port and NATS port,
+// all sharing the NATS token (the harness gives every hub the same one) and the cookie secret.
+import { randomBytes } from 'node:crypto';
+import { connect, type NatsConnection } from 'nats';
+import { freePort, isAlive, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
+
+export const COOKIE_SECRET = randomBytes(32).toString('hex');
+
+/** The configuration every node of a test hub shares (one configuration, several nodes). */
+export function sharedConfig(admin: string, fixture: string): Record<string, Record<string, unknown>> {
+  return {
+    Hub: { api_tokens: { [admin]: 'boss' }, cookie_secret: COOKIE_SECRET, allow_named_servers: true },
+    Authenticator: { admin_users: ['boss'] },
+    Spawner: { cmd: [process.execPath, fixture], start_timeout: 10, stop_signal_timeout: 0.5 },
+  };
+}
+
+/** Merges a node's own options (data dir, ports, node name, actors) over the shared ones, section by section. */
+export function nodeConfig(shared: Record<string, Record<string, unknown>>, own: Record<string, Record<string, unknown>>) {
+  const out: Record<string, Record<string, unknown>> = structuredClone(shared);
+  for (const [section, options] of Object.entries(own)) out[section] = { ...out[section], ...options };
+  return out;
+}
+
+export interface ClusterPorts { client: number[]; cluster: number[] }
+
+export async function clusterPorts(members: number): Promise<ClusterPorts> {
+  const client: number[] = [];
+  const cluster: number[] = [];
+  for (let i = 0; i < members; i++) {
+    client.push(await freePort());
+    cluster.push(await freePort());
+  }
+  return { client, cluster };
+}
+
+/** The NATS options of member `i` of a cluster: its own ports, routes to the others, every member's client URL. */
+export function memberOptions(ports: ClusterPorts, i: number, replicas = ports.client.length): Record<string, unknown> {
+  return {
+    nats_port: ports.client[i], nats_cluster_port: ports.cluster[i],
+    nats_routes: ports.cluster.filter((_, j) => j !== i).map((p) => `nats://127.0.0.1:${p}`),
+    nats_url: ports.client.map((p) => `nats://127.0.0.1:${p}`).join(','),
+    nats_replicas: replicas,
+  };
+}
+
+export async function natsClient(servers: string | string[]): Promise<NatsConnection> {
+  return connect({ servers, token: NATS_TOKEN, maxReconnectAttempts: 20, reconnectTimeWait: 250 });
+}
+
+/** The default servers' records of these users, straight from the KV bucket (absent ones are left out). */
+export async function serverRecords(nc: NatsConnection, users: string[]): Promise<Map<string, any>> {
+  const kv = await nc.jetstream().views.kv(SERVERS_BUCKET);
+  const out = new Map<string, any>();
+  for (const user of users) {
+    const e = await kv.get(serverKey(user, ''));
+    if (e && e.operation === 'PUT') out.set(user, JSON.parse(new TextDecoder().decode(e.value)));
+  }
+  return out;
+}
+
+/** kill -9 of a whole node: its supervisor first (so nothing restarts), then every child it had. */
+export async function killNode(node: HubUnderTest): Promise<number[]> {
+  const pids = Object.values(node.children()).filter((p): p is number => p !== null);
+  node.proc.kill('SIGKILL');
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  await waitFor('the node\'s processes to be gone', async () => (pids.some(isAlive) ? undefined : true), 5000);
+  return pids;
+}
+
+export { startHub };
