@@ -535,7 +535,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
     /** Before a user is deleted: every server stopped, waiting until gone (bounded by the caller's deadline). */
     async stopUserServers(req: { user: string; by: string }) {
-      const mine = registry.all().filter((r) => r.user === req.user && isActive(r));
+      // another node's servers are stopped by their own spawner (nodes.ts asks it before this runs)
+      const mine = registry.all().filter((r) => r.user === req.user && isActive(r) && ours(r));
       await Promise.all(mine.map((r) => {
         const l = localOf(r);
         return (l.stopping ??= stopServerNow(r, req.by));

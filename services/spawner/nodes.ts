@@ -12,7 +12,7 @@ import { parseJson } from '../../shared/json.js';
 import type { Logger } from '../../shared/log.js';
 import { decodeJson, type NatsConnection } from '../../shared/nats.js';
 import { chooseProfile, withOverrides } from '../../shared/profiles.js';
-import { isActive, type ServerRecord } from '../../shared/servers.js';
+import { isActive, serverKey, type ServerRecord } from '../../shared/servers.js';
 import { natsServiceName } from '../../shared/subjects.js';
 import type { SpawnerHandlers } from './handlers.js';
 import type { Registry } from './registry.js';
@@ -64,10 +64,23 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
     return cached.nodes;
   }
 
-  /** Active servers per node, from the shared registry. */
+  /**
+   * Starts this instance sent to another node that may not show in its copy of the registry yet (a burst of
+   * starts must not all go to the node whose records arrive last): counted for placement until answered.
+   */
+  const placedElsewhere = new Map<string, string>();
+
+  /** Active servers per node, from the shared registry, plus this instance's forwarded starts still on their way. */
   function activeByNode(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const r of registry.all()) if (isActive(r)) out.set(r.node || self, (out.get(r.node || self) ?? 0) + 1);
+    const add = (node: string) => out.set(node, (out.get(node) ?? 0) + 1);
+    const counted = new Set<string>();
+    for (const r of registry.all()) {
+      if (!isActive(r)) continue;
+      add(r.node || self);
+      counted.add(serverKey(r.user, r.name));
+    }
+    for (const [key, node] of placedElsewhere) if (!counted.has(key)) add(node);
     return out;
   }
 
@@ -121,7 +134,14 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
       ...own,
       async StartServer(req, call) {
         const node = activeElsewhere(req) ?? await place(req);
-        return node === self ? own.StartServer(req, call) : nodeClient(node).startServer(req, { deadline: call.deadline });
+        if (node === self) return own.StartServer(req, call);
+        const key = serverKey(req.user, req.name);
+        placedElsewhere.set(key, node);
+        try {
+          return await nodeClient(node).startServer(req, { deadline: call.deadline });
+        } finally {
+          if (placedElsewhere.get(key) === node) placedElsewhere.delete(key);
+        }
       },
       StopServer(req, call) {
         const node = activeElsewhere(req);

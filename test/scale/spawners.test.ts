@@ -115,6 +115,11 @@ test.serial('spawners: 20 starts spread over two nodes, a stop of node b\'s serv
       t.is(back.get(u).lost, undefined);
     }
     t.is(await (await fetch(`${a.url}/user/${bUsers[0]}/`)).text(), `fixture for ${bUsers[0]}\n`, 'routed again');
+
+    // deleting a user through node a stops their server on node b first
+    t.is((await onA('DELETE', `/users/${bUsers[1]}`, { token: ADMIN })).status, 204);
+    t.false(isAlive(records.get(bUsers[1]).pid), 'node b stopped it');
+    t.is((await serverRecords(nc, [bUsers[1]])).get(bUsers[1]), undefined);
   } finally {
     killServers(await serverRecords(nc, USERS).catch(() => new Map()));
     await nc.close();
