@@ -43,9 +43,10 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
   const owner = (r: ServerRecord | undefined) => (r?.node && r.node !== self ? r.node : null);
 
   // ---- which nodes run a spawner: NATS service discovery ($SRV.PING, each instance's `node` metadata) ----
-  let cached: { at: number; nodes: Promise<Set<string>> } | undefined;
-  async function discover(): Promise<Set<string>> {
-    const nodes = new Set<string>([self]);
+  let cached: { at: number; nodes: Promise<Set<string> | null> } | undefined;
+  /** The nodes whose spawner answers; null when this one's own did not either (discovery itself failed). */
+  async function discover(): Promise<Set<string> | null> {
+    const nodes = new Set<string>();
     try {
       const replies = await nc.requestMany(`$SRV.PING.${natsServiceName('spawner')}`, new Uint8Array(), {
         strategy: RequestStrategy.JitterTimer, jitter: 50, maxWait: Math.min(500, rpcTimeoutMs),
@@ -55,14 +56,16 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
         if (node) nodes.add(node);
       }
     } catch {
-      // no responders: this node alone
+      // no responders, or no connection: nobody heard, not even this node
     }
-    return nodes;
+    return nodes.has(self) ? nodes : null;
   }
-  function liveNodes(fresh = false): Promise<Set<string>> {
+  function discovered(fresh = false): Promise<Set<string> | null> {
     if (fresh || !cached || Date.now() - cached.at > LIVE_NODES_TTL_MS) cached = { at: Date.now(), nodes: discover() };
     return cached.nodes;
   }
+  /** for placement: at least this node */
+  const liveNodes = async (fresh = false) => (await discovered(fresh)) ?? new Set([self]);
 
   /**
    * Starts this instance sent to another node that may not show in its copy of the registry yet (a burst of
@@ -166,7 +169,9 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
   async function sweepLost(): Promise<void> {
     const active = registry.all().filter((r) => isActive(r) && owner(r));
     if (!active.length) return missingSince.clear();
-    const live = await liveNodes(true);
+    // a node that cannot see itself (NATS down or its service not up yet) or whose copy is behind judges nobody
+    const live = await discovered(true);
+    if (!live || registry.staleMs() > 0) return missingSince.clear();
     const timeoutMs = config.Spawner.node_lost_timeout * 1000;
     const now = Date.now();
     for (const node of new Set(active.map((r) => r.node!))) {

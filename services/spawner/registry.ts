@@ -69,6 +69,11 @@ export class Registry {
     this.mirror.stop();
   }
 
+  /** ms this copy may be behind the bucket (0 while its watch is live) */
+  staleMs(): number {
+    return this.mirror.staleMs();
+  }
+
   get(user: string, name: string): ServerRecord | undefined {
     return this.records.get(serverKey(user, name));
   }
