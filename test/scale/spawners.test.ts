@@ -128,20 +128,25 @@ test.serial('spawners: 20 starts spread over two nodes, a stop of node b\'s serv
   }
 });
 
-test.serial('spawners: a profile names the node; node b killed and back within Spawner.node_lost_timeout: its servers stay running and are adopted', async (t) => {
+test.serial('spawners: a profile names the node, "pack" fills the busiest; node b killed and back within Spawner.node_lost_timeout: its servers stay running and are adopted', async (t) => {
   const { a, bConfig, b: firstB } = await twoNodes({
-    node_lost_timeout: 60,
-    profiles: [{ name: 'on-b', display_name: 'On node b', overrides: { 'Spawner.node': 'node-b' } }],
+    node_lost_timeout: 60, placement: 'pack',
+    profiles: [
+      { name: 'plain', display_name: 'Any node', default: true },
+      { name: 'on-b', display_name: 'On node b', overrides: { 'Spawner.node': 'node-b' } },
+    ],
   });
   let b: HubUnderTest = firstB;
   const nc = await natsClient(a.natsUrl);
-  const users = ['p0', 'p1'];
+  const users = ['p0', 'p1', 'p2'];
   try {
     const onA = apiClient(a.url);
     t.is((await onA('POST', '/users', { token: ADMIN, body: { usernames: users } })).status, 201);
-    for (const u of users) t.is((await onA('POST', `/users/${u}/server`, { token: ADMIN, body: { profile: 'on-b' } })).status, 201);
+    for (const u of users.slice(0, 2)) t.is((await onA('POST', `/users/${u}/server`, { token: ADMIN, body: { profile: 'on-b' } })).status, 201);
+    // without a node in the profile, "pack" places it on the node that runs the most (node b, not node a that took it)
+    t.is((await onA('POST', `/users/p2/server`, { token: ADMIN })).status, 201);
     const records = await serverRecords(nc, users);
-    for (const u of users) t.like(records.get(u), { state: 'running', node: 'node-b' }, 'the profile\'s node, not placement');
+    for (const u of users) t.like(records.get(u), { state: 'running', node: 'node-b' }, u);
 
     await killNode(b);
     await b.stop({ keepDataDir: true });
