@@ -111,6 +111,9 @@ export const SCHEMA = {
     notebook_dir: { kind: 'string', default: '', help: 'working directory of servers ("" = the account\'s home with localprocess, the hub\'s with simple; "~" is the home)' },
     mem_limit: { kind: 'bytes', default: '', help: 'memory a server may use, enforced (bytes, or "512M", "2G"; "" = no limit); the server sees it as MEM_LIMIT' },
     cpu_limit: { kind: 'number', default: 0, help: 'cores a server may use, fractional, enforced (0 = no limit); the server sees it as CPU_LIMIT', min: 0 },
+    placement: { kind: 'string', default: 'spread', help: 'which node\'s spawner starts a server when several nodes run one: "spread" (the node with the fewest active servers) or "pack" (the most)', choices: ['spread', 'pack'] },
+    node: { kind: 'string', default: '', help: 'the node (Hub.node_name) whose spawner starts servers, overriding Spawner.placement; meant for a profile ("Spawner.node": "gpu-1"); "" = placement decides', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Spawner.node: ${JSON.stringify(v)}: expected a node name (1 to 63 letters, digits, ".", "_" and "-")`] : []) },
+    node_lost_timeout: seconds(60, 'a spawner node not answering for longer than this has its servers marked stopped ("node <name> lost"); adopted again if it comes back with them running'),
     profiles: { kind: 'list', default: [], help: 'named choices offered at spawn: {name, display_name, description, default, overrides: {"Spawner.mem_limit": "2G", ...}}; user_options.profile picks one', check: checkProfiles },
   },
   LocalProcessSpawner: {

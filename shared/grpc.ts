@@ -179,17 +179,20 @@ export const within = (ms: number, base: CallOptions = {}): CallOptions => ({ ..
 // `hub.<actor>.rpc.<method>` in the actor's queue group (any instance answers), the deadline and the request
 // context ride in headers as they ride in gRPC metadata, and errors come back as the NATS error headers.
 
-/** Serves an actor's handler table over NATS too; returns the subscription (drained with the connection). */
-export function serveGrpcOverNats<A extends ServiceActor>(nc: NatsConnection, actor: A, handlers: Handlers<A>, log: Logger): Subscription {
+/**
+ * Serves an actor's handler table over NATS too; returns the subscription (drained with the connection).
+ * `node`: on this node's own subjects instead (subjects.nodeRpc), for calls meant for this node's instance only.
+ */
+export function serveGrpcOverNats<A extends ServiceActor>(nc: NatsConnection, actor: A, handlers: Handlers<A>, log: Logger, node?: string): Subscription {
   const ctor = serviceConstructor(actor);
   const table = handlers as unknown as Record<string, (request: unknown, call: CallContext) => unknown>;
   const methods = new Map(Object.keys(ctor.service).map((method) => {
     const def = ctor.service[method];
     return [method.toLowerCase(), { def, invoke: handlerInvoker(actor, method, table[method], log) }] as const;
   }));
-  const prefix = subjects.rpc(actor, '');
+  const prefix = node === undefined ? subjects.rpc(actor, '') : subjects.nodeRpc(actor, node, '');
   return nc.subscribe(`${prefix}*`, {
-    queue: `hub-${actor}`,
+    queue: node === undefined ? `hub-${actor}` : `hub-${actor}-node`,
     callback: (_e, m) => {
       const entry = methods.get(m.subject.slice(prefix.length));
       if (!entry || !m.reply) return;
@@ -231,13 +234,16 @@ function replyError(m: Msg, err: HubError): void {
   m.respond(new Uint8Array(), { headers: h });
 }
 
-/** A typed client of an actor on another node, over NATS: the same calls, deadlines and errors as `createGrpcClient`. */
-export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsConnection, defaultTimeoutMs: number): Client<A> {
+/**
+ * A typed client of an actor on another node, over NATS: the same calls, deadlines and errors as `createGrpcClient`.
+ * `node`: the instance of that node only (served with `serveGrpcOverNats(..., node)`).
+ */
+export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsConnection, defaultTimeoutMs: number, node?: string): Client<A> {
   const ctor = serviceConstructor(actor);
   const typed: Record<string, unknown> = { close: () => undefined };
   for (const method of Object.keys(ctor.service)) {
     const def = ctor.service[method];
-    const subject = subjects.rpc(actor, method);
+    const subject = node === undefined ? subjects.rpc(actor, method) : subjects.nodeRpc(actor, node, method);
     const okTimer: HistogramChild = grpcClientDuration.child(actor, method, 'ok');
     typed[lowerFirst(method)] = async (request: object, options: CallOptions = {}) => {
       const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;

@@ -52,6 +52,11 @@ export interface ServerRecord {
   node?: string;
   token_id: string;
   progress: ProgressEvent[];
+  /**
+   * set when another node's spawner marked it stopped because its node was gone (Spawner.node_lost_timeout):
+   * what it was, so its node adopts it again if it comes back with the server running
+   */
+  lost?: { at: string; state: ServerState; target: string };
 }
 
 /** KV keys allow only [-/_=.a-zA-Z0-9]: names are encoded. */

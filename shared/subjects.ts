@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 // Every NATS subject the hub uses is built here, so their shapes stay consistent and bad tokens are refused.
 //   hub.<actor>.<verb>          commands and queries to an actor (queue groups for replicas)
 //   hub.evt.<entity>.<change>   domain events (fan-out; caches listen here)
@@ -47,6 +48,12 @@ export const subjects = {
   command: (actor: string, verb: string) => `hub.${token(actor)}.${token(verb)}`,
   /** an rpc of the actor's gRPC service carried over NATS (between nodes, shared/grpc.ts); '' = the prefix */
   rpc: (actor: string, method: string) => `hub.${token(actor)}.rpc.${method ? token(method.toLowerCase()) : ''}`,
+  /**
+   * an rpc of one node's instance of an actor (a spawner forwards a request to the node that owns the server);
+   * node names allow characters subjects do not, so the node is a hash of its name. '' = the prefix
+   */
+  nodeRpc: (actor: string, node: string, method: string) =>
+    `hub.${token(actor)}.node.n${createHash('sha256').update(node).digest('hex').slice(0, 16)}.rpc.${method ? token(method.toLowerCase()) : ''}`,
   /** the prefix of an actor's commands (its NATS service group) */
   commandGroup: (actor: string) => `hub.${token(actor)}`,
   event: <E extends EventEntity>(entity: E, change: EventChange<E>) => `hub.evt.${token(entity)}.${token(change)}`,

@@ -86,7 +86,7 @@ export function serverMessage(r: ServerRecord) {
 
 /** What stays of a server once it has stopped: who, which, when, and the options of its last start. */
 function stoppedRecord(r: ServerRecord): ServerRecord {
-  return { ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [] };
+  return { ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [], lost: undefined };
 }
 
 /** "the server exited with code 1 (reason)": what a person reads in the progress stream and logs. */
@@ -134,10 +134,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     waited.add(key);
     void progress(r, { progress: 0, message: ahead ? `${ahead} start${ahead === 1 ? '' : 's'} ahead of yours` : 'Next in line' }).catch(() => undefined);
   });
-  gauge('hub_running_servers', 'Servers running', [], (g) => g.set(registry.all().filter((r) => r.state === 'running').length));
-  gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn').length));
+  // this node's servers (each node's spawner reports its own; the registry copy holds every node's)
+  gauge('hub_running_servers', 'Servers running', [], (g) => g.set(registry.all().filter((r) => r.state === 'running' && ours(r)).length));
+  gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn' && ours(r)).length));
   gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
-  gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop').length));
+  gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop' && ours(r)).length));
   const apiUrl = `${hubInternalUrl(config)}/hub/api`;
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
@@ -480,6 +481,9 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         await forget(current, 'found dead at start');
       }
       checkStartAllowed(req);
+      // its node was lost with it: the token of that run is no use to the new one (if the node comes back, the
+      // record is no longer the lost one, so the old server is not adopted)
+      if (current?.lost && current.token_id) await revokeToken(current, req.by || 'actor:spawner');
       // bounded like every JSON from outside: a record nested thousands deep would overflow JSON.stringify later
       const options = (req.user_options_json ? parseJson(req.user_options_json, config.Hub.max_json_depth, 'user_options') : current?.user_options ?? {}) as Record<string, unknown>;
       if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be a JSON object');
@@ -531,7 +535,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
     /** Before a user is deleted: every server stopped, waiting until gone (bounded by the caller's deadline). */
     async stopUserServers(req: { user: string; by: string }) {
-      const mine = registry.all().filter((r) => r.user === req.user && isActive(r));
+      // another node's servers are stopped by their own spawner (nodes.ts asks it before this runs)
+      const mine = registry.all().filter((r) => r.user === req.user && isActive(r) && ours(r));
       await Promise.all(mine.map((r) => {
         const l = localOf(r);
         return (l.stopping ??= stopServerNow(r, req.by));
@@ -621,6 +626,18 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           await stopServerNow(r, 'actor:spawner (unhealthy at adoption)').catch(() => undefined);
         }
       };
+      // servers another node marked stopped while this node was gone: running still? then they are ours again
+      for (const r of registry.all()) {
+        if (!r.lost || !ours(r) || !r.node) continue;
+        const back = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
+        if (back) {
+          await registry.save({ ...r, state: r.lost.state === 'stop' ? 'stop' : 'running', target: r.lost.target, lost: undefined, instance });
+          log.info({ event: 'server.lost.back', server: label(r) }, 'server of a lost node still runs: adopting it again');
+        } else {
+          await revokeToken(r, 'actor:spawner');
+          await registry.save(stoppedRecord(r));
+        }
+      }
       for (const r of registry.all()) {
         if (!isActive(r) || !ours(r) || restarted.has(serverKey(r.user, r.name))) continue;
         const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;

@@ -8,7 +8,10 @@ import { isShutdownRequest } from '../../shared/supervision.js';
 import type { SpawnerBackend } from './backend.js';
 import { backendContext, BACKENDS } from './backends/index.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
+import { createNodes } from './nodes.js';
 import { Registry } from './registry.js';
+import { serveGrpcOverNats } from '../../shared/grpc.js';
+import type { Handlers } from '../../shared/contracts/index.js';
 
 await runActor('spawner', async (ctx) => {
   const { config } = ctx;
@@ -29,9 +32,25 @@ await runActor('spawner', async (ctx) => {
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
 
+  const nodes = createNodes({ config, nc: ctx.nc, registry, audit: ctx.audit, log: ctx.log, rpcTimeoutMs: ctx.rpcTimeoutMs });
+  // this node's own subjects: what other nodes' spawners forward here (servers this node runs, starts placed here)
+  const forwarded = serveGrpcOverNats(ctx.nc, 'spawner', {
+    Ping: () => ({ actor: 'spawner', instance: ctx.instance, pid: process.pid, uptime_seconds: process.uptime(), version: '', details: { node: config.Hub.node_name } }),
+    ...nodes.table(h),
+  } as Handlers<'spawner'>, ctx.log, config.Hub.node_name);
+
   const activity = createActivityBuffer((batch) => h.recordActivity(batch), Math.max(1000, config.Hub.activity_resolution * 1000));
   const proxyActivity = ctx.nc.subscribe(subjects.event('activity', 'proxy'), {
     callback: (_e, m) => activity.noteRoutes(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}, registry.all()),
+  });
+  // POST /hub/api/users/<u>/activity with `servers`: {user, servers: {name: iso}}. Every node's spawner hears it
+  // (no queue group) and records its own servers' part.
+  const userActivity = ctx.nc.subscribe(subjects.command('spawner', 'activity'), {
+    callback: (_e, m) => {
+      const b = decodeJson<{ user?: string; servers?: Record<string, string> }>(m.data);
+      if (typeof b?.user !== 'string') return;
+      for (const [name, at] of Object.entries(b.servers ?? {})) if (typeof at === 'string') activity.note(b.user, name, at);
+    },
   });
 
   // POST /hub/api/shutdown may say whether servers stop with the hub (passed on by the supervisor)
@@ -43,30 +62,32 @@ await runActor('spawner', async (ctx) => {
   await h.adoptAll();
   const poll = setInterval(() => void h.pollAdopted(), config.Spawner.poll_interval * 1000);
   poll.unref();
+  // other nodes' spawners gone longer than Spawner.node_lost_timeout: their servers marked stopped (one sweep at a time)
+  let sweeping = false;
+  const lost = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    void nodes.sweepLost().catch((e: Error) => ctx.log.warn({ event: 'spawner.lost_sweep.failed', err: e.message }, 'lost-node check failed'))
+      .finally(() => { sweeping = false; });
+  }, Math.min(5000, Math.max(500, config.Spawner.node_lost_timeout * 250)));
+  lost.unref();
 
   return {
-    grpc: {
-      StartServer: h.startServer, StopServer: h.stopServer, StopUserServers: h.stopUserServers,
-      CreateServer: h.createServer, ModifyServer: h.modifyServer,
-      UserServers: h.userServers, ListServers: h.listServers, ReportLocation: h.reportLocation,
-    },
-    nats: {
-      // POST /hub/api/users/<u>/activity with `servers`: {user, servers: {name: iso}}
-      activity: (body) => {
-        const b = body as { user: string; servers: Record<string, string> };
-        for (const [name, at] of Object.entries(b.servers ?? {})) activity.note(b.user, name, at);
-        return {};
-      },
-    },
+    // what other actors call: requests about another node's servers go there, starts are placed (nodes.ts)
+    grpc: nodes.routed(h),
     close: async () => {
       clearInterval(poll);
+      clearInterval(lost);
+      await forwarded.drain().catch(() => undefined);
       activity.stop();
       proxyActivity.unsubscribe();
+      userActivity.unsubscribe();
       await activity.flush();
       if (cleanupServers) await h.stopAll();
       else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'servers keep running (Hub.cleanup_servers or the shutdown request said so)');
       tokens.close();
       oauth.close();
+      registry.stop();
     },
   };
 });

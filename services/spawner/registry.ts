@@ -1,8 +1,8 @@
 // The registry of servers: a JetStream KV bucket, so it survives any spawner process and every
-// gateway can watch it. This spawner is its only writer; it keeps a copy in memory for reads.
-import type { KV } from 'nats';
+// gateway can watch it. Each node's spawner writes its own node's records and keeps a live copy of all.
 import { errors } from '../../shared/errors.js';
-import { encodeJson, type NatsConnection } from '../../shared/nats.js';
+import type { KvMirror, MirrorListener } from '../../shared/kv-mirror.js';
+import { decodeJson, encodeJson, type NatsConnection } from '../../shared/nats.js';
 import type { Logger } from '../../shared/log.js';
 import { mirrorServers, serverKey, type ServerRecord } from '../../shared/servers.js';
 
@@ -27,16 +27,51 @@ export class Registry {
   private readonly records = new Map<string, ServerRecord>();
   /** writes of one key are applied in order */
   private readonly queues = new Map<string, Promise<unknown>>();
+  /** this process's writes still on their way to the bucket, per key: the copy shows them already */
+  private readonly pending = new Map<string, number>();
+  /** the bucket revision of this process's last write of a key: an older change seen later is not applied */
+  private readonly written = new Map<string, number>();
+  /** the bucket revision each record was read at (for writes that must not race another spawner's) */
+  private readonly revisions = new Map<string, number>();
 
-  private constructor(private readonly kv: KV) {}
+  private constructor(private readonly mirror: KvMirror<ServerRecord>) {}
 
-  /** Loads the bucket once (this spawner is its only writer, so its own copy stays right from then on). */
+  /**
+   * A live copy of the bucket: several spawner instances (one per node) share it, each writing its own node's
+   * records, so every one sees the others' servers (placement, limits, lists). Its own writes show at once.
+   */
   static async open(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<Registry> {
-    const copy = await mirrorServers(nc, log, loadTimeoutMs);
-    copy.stop();
-    const registry = new Registry(copy.kv);
-    for (const [key, record] of copy.entries()) registry.records.set(key, record);
+    const mirror = await mirrorServers(nc, log, loadTimeoutMs);
+    const registry = new Registry(mirror);
+    for (const [key, record] of mirror.entries()) registry.records.set(key, record);
+    mirror.listen((c) => registry.apply(c));
     return registry;
+  }
+
+  /** Another writer's change (or the echo of ours), unless a write of ours to that key is newer or on its way. */
+  private apply(c: MirrorListener<ServerRecord>): void {
+    if (c.kind === 'reset') {
+      for (const key of [...this.records.keys()]) if (!this.mirror.get(key) && !this.pending.get(key)) this.records.delete(key);
+      for (const [key, record] of this.mirror.entries()) if (!this.pending.get(key)) this.records.set(key, record);
+      return;
+    }
+    if (this.pending.get(c.key) || c.revision < (this.written.get(c.key) ?? 0)) return;
+    if (c.kind === 'put') {
+      this.records.set(c.key, c.value);
+      this.revisions.set(c.key, c.revision);
+    } else {
+      this.records.delete(c.key);
+      this.revisions.delete(c.key);
+    }
+  }
+
+  stop(): void {
+    this.mirror.stop();
+  }
+
+  /** ms this copy may be behind the bucket (0 while its watch is live) */
+  staleMs(): number {
+    return this.mirror.staleMs();
   }
 
   get(user: string, name: string): ServerRecord | undefined {
@@ -47,9 +82,20 @@ export class Registry {
     return [...this.records.values()];
   }
 
-  private enqueue<T>(key: string, write: () => Promise<T>): Promise<T> {
+  private enqueue<T extends number | void>(key: string, write: () => Promise<T>): Promise<T> {
+    this.pending.set(key, (this.pending.get(key) ?? 0) + 1);
     const next = (this.queues.get(key) ?? Promise.resolve()).then(() => withRetry(write)) as Promise<T>;
-    this.queues.set(key, next.catch(() => undefined));
+    const settled = next.then((revision) => {
+      if (typeof revision === 'number') {
+        this.written.set(key, Math.max(this.written.get(key) ?? 0, revision));
+        this.revisions.set(key, revision);
+      }
+    }, () => undefined).finally(() => {
+      const n = (this.pending.get(key) ?? 1) - 1;
+      if (n > 0) this.pending.set(key, n);
+      else this.pending.delete(key);
+    });
+    this.queues.set(key, settled);
     return next;
   }
 
@@ -59,7 +105,7 @@ export class Registry {
     const previous = this.records.get(key);
     const copy = structuredClone(record);
     this.records.set(key, copy);
-    const written = this.enqueue(key, () => this.kv.put(key, encodeJson(copy)));
+    const written = this.enqueue(key, () => this.mirror.kv.put(key, encodeJson(copy)));
     // A write JetStream never took (its leader moving after a NATS member died) must not stay in the copy: a start
     // refused with 503 would otherwise look pending forever to the next one. Back to what the bucket holds.
     written.catch(() => {
@@ -70,9 +116,35 @@ export class Registry {
     return written;
   }
 
+  /**
+   * Writes `next(record)` only if the bucket still holds the revision this copy read (another spawner may be
+   * doing the same: exactly one wins). Resolves with the record written, or null when the record had changed.
+   */
+  async saveIfUnchanged(user: string, name: string, next: (r: ServerRecord) => ServerRecord | null): Promise<ServerRecord | null> {
+    const key = serverKey(user, name);
+    let won: ServerRecord | null = null;
+    await this.enqueue(key, async () => {
+      won = null;
+      const entry = await this.mirror.kv.get(key);
+      if (!entry || entry.operation !== 'PUT') return 0;
+      const record = next(decodeJson<ServerRecord>(entry.value)!);
+      if (!record) return 0;
+      try {
+        const revision = await this.mirror.kv.update(key, encodeJson(record), entry.revision);
+        this.records.set(key, record);
+        won = record;
+        return revision;
+      } catch (e) {
+        if (/wrong last sequence/i.test((e as Error).message)) return 0; // someone else wrote it first
+        throw e;
+      }
+    });
+    return won;
+  }
+
   remove(user: string, name: string): Promise<void> {
     const key = serverKey(user, name);
     this.records.delete(key);
-    return this.enqueue(key, () => this.kv.purge(key)).then(() => undefined);
+    return this.enqueue(key, () => this.mirror.kv.purge(key)).then(() => undefined);
   }
 }

@@ -4,6 +4,8 @@
 //     has the revision: what the spawner waits for before it says "ready"), p50 and p99, with 1, 2 and 4
 //     gateways; beside it the floor of the design: the same KV write seen by one plain watcher in this process.
 //   - API read throughput with 1 and 2 gateways on the shared port (wrk, GET /hub/api/users/<name>).
+//   - spawns per second with 1 and 2 spawner nodes: BENCH_SCALE_SPAWNS starts at once (default 40) through node
+//     a's API until every one is ready (placement "spread"; node b runs spawner and gateway on node a's NATS).
 // BENCH_SECONDS sets each wrk run (default 10); BENCH_ROUTE_CHANGES the samples per propagation row (default 200).
 import { RequestStrategy, type KV, type NatsConnection } from 'nats';
 import { randomToken } from '../api/client.js';
@@ -12,11 +14,15 @@ import { natsClient } from '../scale/helpers.js';
 import { encodeJson } from '../../shared/nats.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 import { natsServiceName, subjects } from '../../shared/subjects.js';
+import { nodeConfig } from '../scale/helpers.js';
+import { fileURLToPath } from 'node:url';
 import { aptInstall, onPath } from './tools.js';
 import { failures, wrk } from './wrk.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CHANGES = Number(process.env.BENCH_ROUTE_CHANGES ?? 200);
+const SPAWNS = Number(process.env.BENCH_SCALE_SPAWNS ?? 40);
+const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
 const log = (line: string) => console.error(`bench scale: ${line}`);
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -84,6 +90,54 @@ async function watcherFloor(kv: KV): Promise<number[]> {
   return times;
 }
 
+/** SPAWNS starts at once through node a's API (each answered when ready), with `nodes` spawner nodes: spawns per second. */
+async function spawnRate(nodes: 1 | 2): Promise<{ perSecond: number; placed: Record<string, number> }> {
+  const admin = randomToken();
+  const shared = {
+    Hub: { api_tokens: { [admin]: 'boss' }, concurrent_spawn_limit: 0, rpc_timeout: 120 },
+    Authenticator: { admin_users: ['boss'] },
+    Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 100, start_timeout: 100 },
+  };
+  const a = await startHub({ config: nodeConfig(shared, { Hub: { node_name: 'node-a' } }) });
+  const b = nodes === 2
+    ? await startHub({ config: nodeConfig(shared, { Hub: { node_name: 'node-b', nats_url: a.natsUrl }, Supervisor: { actors: ['spawner', 'gateway'] } }) }).catch(async (e) => {
+      await a.stop();
+      throw e;
+    })
+    : undefined;
+  const users = Array.from({ length: SPAWNS }, (_, i) => `bench-spawn-${i}`);
+  const call = (method: string, path: string, body?: unknown) => fetch(`${a.url}/hub/api${path}`, {
+    method, headers: { authorization: `token ${admin}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  try {
+    const made = await call('POST', '/users', { usernames: users });
+    if (made.status !== 201) throw new Error(`users not made: ${made.status}`);
+    const t0 = performance.now();
+    await Promise.all(users.map(async (u) => {
+      const r = await call('POST', `/users/${u}/server`);
+      if (r.status !== 201) throw new Error(`start ${u}: ${r.status} ${await r.text()}`);
+    }));
+    const perSecond = SPAWNS / ((performance.now() - t0) / 1000);
+    const nc = await natsClient(a.natsUrl);
+    const placed: Record<string, number> = {};
+    try {
+      const kv = await nc.jetstream().views.kv(SERVERS_BUCKET);
+      for (const u of users) {
+        const e = await kv.get(serverKey(u, ''));
+        const node = e ? (JSON.parse(new TextDecoder().decode(e.value)) as ServerRecord).node ?? '?' : '?';
+        placed[node] = (placed[node] ?? 0) + 1;
+      }
+    } finally {
+      await nc.close();
+    }
+    await Promise.all(users.map((u) => call('DELETE', `/users/${u}/server`)));
+    return { perSecond, placed };
+  } finally {
+    await b?.stop();
+    await a.stop();
+  }
+}
+
 export async function scale(): Promise<void> {
   if (!onPath('wrk')) aptInstall('wrk', log);
   if (!onPath('wrk')) throw new Error('wrk is missing: install it with `apt-get install -y wrk`');
@@ -112,6 +166,12 @@ export async function scale(): Promise<void> {
       await hub.stop();
     }
   }
+  const spawns: string[] = [];
+  for (const nodes of [1, 2] as const) {
+    log(`${SPAWNS} spawns at once, ${nodes} spawner node(s)`);
+    const r = await spawnRate(nodes);
+    spawns.push(`  spawns at once (${SPAWNS}), ${nodes} spawner node${nodes > 1 ? 's' : ' '}   ${r.perSecond.toFixed(1).padStart(6)} spawns/s   placed ${Object.entries(r.placed).map(([n, c]) => `${n} ${c}`).join(', ')}`);
+  }
   console.log(`\nscale (${CHANGES} route changes per row; wrk 2 threads, 32 connections, ${SECONDS} s; this machine: 2 shared cores)`);
-  for (const line of [...rows, ...api]) console.log(line);
+  for (const line of [...rows, ...api, ...spawns]) console.log(line);
 }
