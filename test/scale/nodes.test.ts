@@ -129,7 +129,9 @@ test.serial('nodes: a three-member NATS cluster (one member per node) loses a me
     }, 20_000, 250).catch((e) => {
       throw new Error(`${e.message}: last answer ${JSON.stringify(last)}\n--- node b ---\n${b.logs().slice(-3000)}`);
     });
-    await waitFor('u4\'s server to be ready', async () => ((await onA('GET', '/users/u4', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 20_000, 100).catch(async (e) => {
+    // a gateway's copy of the registry may need several reloads while the cluster moves its consumer leaders
+    // (seen up to ~20 s on a loaded machine): bounded at 60 s
+    await waitFor('u4\'s server to be ready', async () => ((await onA('GET', '/users/u4', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 60_000, 100).catch(async (e) => {
       const record = (await serverRecords(nc, ['u4']).catch(() => new Map())).get('u4');
       const viaB = (await onB('GET', '/users/u4', { token: ADMIN })).body.servers;
       throw new Error(`${e.message}; record ${JSON.stringify({ state: record?.state, progress: record?.progress })}; via node b ${JSON.stringify(viaB)}\n--- node b ---\n${b.logs().slice(-4000)}\n--- node a ---\n${a.logs().slice(-3000)}`);
