@@ -57,6 +57,11 @@ export interface ServerRecord {
    * what it was, so its node adopts it again if it comes back with the server running
    */
   lost?: { at: string; state: ServerState; target: string };
+  /**
+   * on a stopped server whose end nobody asked for (its process exited, its container or batch job ended, its
+   * node was lost): when, and why; cleared by a stop someone asked for and by the next start
+   */
+  ended?: { at: string; reason: string };
 }
 
 /** KV keys allow only [-/_=.a-zA-Z0-9]: names are encoded. */
@@ -116,6 +121,20 @@ export function progressUrl(user: string, name: string): string {
 }
 
 export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';
+
+/**
+ * How a server that is not running last ended, when a person should hear of it: the failed start's last event, or
+ * the end nobody asked for (`ended`); null after a stop someone asked for, or while it starts, runs or stops. The
+ * progress stream answers with it and the home page shows its message (one fact for both).
+ */
+export function lastOutcome(r: ServerRecord): ProgressEvent | null {
+  if (r.state === 'failed') {
+    for (let i = r.progress.length - 1; i >= 0; i--) if (r.progress[i].failed) return r.progress[i];
+    return { progress: 100, failed: true, message: 'The last start failed' };
+  }
+  if (r.state === 'stopped' && r.ended) return { progress: 100, failed: true, message: `Your server stopped: ${r.ended.reason}` };
+  return null;
+}
 
 /** The server model of the API (seed "Server model", reference §5.2); `state` only for admin:server_state. */
 export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Record<string, unknown> {

@@ -84,15 +84,27 @@ export function serverMessage(r: ServerRecord) {
   };
 }
 
-/** What stays of a server once it has stopped: who, which, when, and the options of its last start. */
-function stoppedRecord(r: ServerRecord): ServerRecord {
-  return { ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [], lost: undefined };
+/**
+ * What stays of a server once it has stopped: who, which, when, and the options of its last start; and, when it
+ * ended without anyone asking (`endedBecause`), why and when (shown by its progress stream and the home page).
+ */
+function stoppedRecord(r: ServerRecord, endedBecause?: string): ServerRecord {
+  return {
+    ...r, state: 'stopped', target: '', pid: 0, spawner_state: {}, token_id: '', progress: [], lost: undefined,
+    ended: endedBecause ? { at: isoNow(), reason: endedBecause } : undefined,
+  };
 }
 
-/** "the server exited with code 1 (reason)": what a person reads in the progress stream and logs. */
+/**
+ * "the server exited with code 1 (reason)", or the backend's own words when it knows no code or signal (a batch
+ * job's end, a container gone): what a person reads in the progress stream, the home page, the audit and logs.
+ */
 function describeExit(e: ExitStatus): string {
-  const how = e.code !== null && e.code !== undefined ? ` with code ${e.code}` : e.signal ? ` on ${e.signal}` : '';
-  return `the server exited${how}${e.reason ? ` (${e.reason})` : ''}`;
+  // a reason that only names the signal again ("killed (SIGKILL)") adds nothing
+  const why = (said: string) => (e.reason && !(e.signal && e.reason.includes(e.signal)) ? `${said} (${e.reason})` : said);
+  if (e.code !== null && e.code !== undefined) return why(`the server exited with code ${e.code}`);
+  if (e.signal) return why(`the server was killed by ${e.signal}`);
+  return e.reason || 'the server exited';
 }
 
 export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied }: SpawnerDeps) {
@@ -358,22 +370,24 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   /**
    * A server that is gone: what it held freed, token revoked, event and audit line. Its record stays,
    * `stopped`, with its options (as the established hub keeps stopped servers) until it is removed.
-   * `who` asked for it (the spawner itself when it found the server gone).
+   * `who` asked for it (the spawner itself when it found the server gone); `asked`: a stop someone asked for,
+   * else the record keeps `reason` as how the server ended.
    */
-  async function forget(r: ServerRecord, reason: string, { freed = false, who = 'actor:spawner' }: { freed?: boolean; who?: string } = {}): Promise<void> {
+  async function forget(r: ServerRecord, reason: string, { freed = false, who = 'actor:spawner', asked = false }: { freed?: boolean; who?: string; asked?: boolean } = {}): Promise<void> {
     if (!freed && Object.keys(r.spawner_state).length) {
       await backend(r.spawner_class).stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
         log.warn({ event: 'server.free_failed', server: label(r), err: e.message }, 'what the server held was not freed'));
     }
     await revokeToken(r, who);
-    await registry.save(stoppedRecord(r));
+    await registry.save(stoppedRecord(r, asked ? undefined : reason));
     local.delete(serverKey(r.user, r.name));
     reports.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
     void audit.publish('server', 'stop', { who, what: label(r), outcome: 'ok', reason });
   }
 
-  async function stopServerNow(r: ServerRecord, by: string, remove = false): Promise<void> {
+  /** `endedBecause`: the spawner stops it without being asked (unhealthy at adoption): kept as how it ended. */
+  async function stopServerNow(r: ServerRecord, by: string, endedBecause?: string): Promise<void> {
     const l = localOf(r);
     if (r.state === 'spawn' && l.spawning) {
       l.abort?.abort();
@@ -397,7 +411,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     }
     stopDuration.observe(['success'], secondsSince(start));
     log.info({ event: 'server.stopped', server: label(r), by, ms: Math.round(performance.now() - start) }, 'server stopped');
-    await forget(r, 'stopped', { freed: true, who: by });
+    await forget(r, endedBecause ?? 'stopped', { freed: true, who: by, asked: !endedBecause });
   }
 
   /** A start the previous spawner accepted but never handed to a backend: queued again, with its options. */
@@ -518,6 +532,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         if (req.remove && registry.get(req.user, req.name) && !isActive(registry.get(req.user, req.name)!)) await registry.remove(req.user, req.name);
       };
       if (!r || !isActive(r)) {
+        // asked to stop what had already ended by itself: the person knows now, the stream and page forget why
+        if (r?.ended && ours(r)) await registry.save({ ...r, ended: undefined });
         await removeAfter();
         return { status: 'stopped' };
       }
@@ -623,7 +639,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         } catch (e) {
           if (abort.signal.aborted) return; // a stop is handling it
           log.warn({ event: 'server.adopt.failed', server: label(r), err: (e as Error).message }, 'server alive but not answering: stopping it');
-          await stopServerNow(r, 'actor:spawner (unhealthy at adoption)').catch(() => undefined);
+          await stopServerNow(r, 'actor:spawner (unhealthy at adoption)', `it did not answer after a hub restart: ${(e as Error).message}`).catch(() => undefined);
         }
       };
       // servers another node marked stopped while this node was gone: running still? then they are ours again
@@ -631,11 +647,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         if (!r.lost || !ours(r) || !r.node) continue;
         const back = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
         if (back) {
-          await registry.save({ ...r, state: r.lost.state === 'stop' ? 'stop' : 'running', target: r.lost.target, lost: undefined, instance });
+          await registry.save({ ...r, state: r.lost.state === 'stop' ? 'stop' : 'running', target: r.lost.target, lost: undefined, ended: undefined, instance });
           log.info({ event: 'server.lost.back', server: label(r) }, 'server of a lost node still runs: adopting it again');
         } else {
           await revokeToken(r, 'actor:spawner');
-          await registry.save(stoppedRecord(r));
+          await registry.save({ ...stoppedRecord(r), ended: r.ended ?? { at: r.lost.at, reason: `its node ${r.node} was lost` } });
         }
       }
       for (const r of registry.all()) {

@@ -187,6 +187,7 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
         const written = await registry.saveIfUnchanged(r.user, r.name, (current) => (isActive(current) && current.node === node ? {
           ...current, state: 'stopped', target: '', progress: [],
           lost: { at: new Date(now).toISOString(), state: current.state, target: current.target },
+          ended: { at: new Date(now).toISOString(), reason: `its node ${node} was lost` },
         } : null)).catch((e: Error) => {
           log.warn({ event: 'server.lost.write_failed', server: label(r), node, err: e.message }, 'lost server not marked stopped (retried next sweep)');
           return null;

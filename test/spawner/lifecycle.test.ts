@@ -2,6 +2,7 @@
 import test from 'ava';
 import { isAlive, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
+import { Browser, formLogin } from '../auth/helpers.js';
 import { FIXTURE, readProgress, serverRecord } from './helpers.js';
 
 let hub: HubUnderTest;
@@ -11,8 +12,9 @@ const ADMIN = randomToken();
 test.before(async () => {
   hub = await startHub({
     config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, allow_named_servers: true, named_server_limit_per_user: 2, activity_resolution: 1 },
+      Hub: { api_tokens: { [ADMIN]: 'boss' }, allow_named_servers: true, named_server_limit_per_user: 2, activity_resolution: 1, authenticator_class: 'dummy' },
       Authenticator: { admin_users: ['boss'] },
+      DummyAuthenticator: { password: 'pw' },
       // One hub-wide command; the fixture's behaviour is chosen per user by this wrapper (crasher, silent, stubborn, slowpoke).
       Spawner: {
         cmd: [process.execPath, '-e', `process.env.FIXTURE_MODE = ({ crasher: 'exit', silent: 'never', stubborn: 'stubborn' })[process.env.HUB_USER] ?? ''; process.env.FIXTURE_DELAY_MS = process.env.HUB_USER === 'slowpoke' ? '4000' : '0'; await import(${JSON.stringify(FIXTURE)});`, '--input-type=module'],
@@ -22,7 +24,7 @@ test.before(async () => {
     },
   });
   api = apiClient(hub.url);
-  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: ['alice', 'slowpoke', 'crasher', 'silent', 'stubborn', 'envy', 'gone'] } });
+  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: ['alice', 'slowpoke', 'crasher', 'silent', 'stubborn', 'envy', 'gone', 'victim'] } });
   if (made.status !== 201) throw new Error(`setup ${made.status}`);
 });
 test.after.always(async () => {
@@ -99,6 +101,44 @@ test.serial('servers: a server that never answers fails after start_timeout and 
   t.regex(p.events.at(-1).message, /did not answer/);
   t.deepEqual(await servers('silent'), {});
   await waitFor('the silent process to be gone', async () => (isAlive(rec!.pid) ? undefined : true), 5000);
+});
+
+test.serial('servers: a server killed from outside stops in the hub; its progress stream and the home page say why until a start or a stop clears it', async (t) => {
+  const b = new Browser();
+  t.is((await formLogin(b, hub.url, 'victim', 'pw')).status, 302);
+  const outcome = async () => /<p class="error" data-outcome>([^]*?)<\/p>/.exec((await b.get(`${hub.url}/hub/home`)).body)?.[1];
+  const progress = () => readProgress(`${hub.url}/hub/api/users/victim/server/progress`, ADMIN);
+  const killed = async () => {
+    t.is((await api('POST', '/users/victim/server', { token: ADMIN })).status, 201);
+    const rec = (await serverRecord(hub.natsUrl, 'victim'))!;
+    process.kill(rec.pid, 'SIGKILL');
+    await waitFor('the server to stop in the hub', async () => (Object.keys(await servers('victim')).length === 0 ? true : undefined), 5000);
+  };
+  await killed();
+  const p = await progress();
+  t.is(p.status, 200);
+  t.true(p.ended);
+  t.is(p.events.length, 1, 'one event: how it ended');
+  t.like(p.events[0], { progress: 100, failed: true });
+  t.regex(p.events[0].message, /stopped: the server was killed by SIGKILL/);
+  t.regex((await outcome()) ?? '', /^Your server stopped: the server was killed by SIGKILL <span class="muted">\(just now\)<\/span>$/);
+  t.is((await b.get(`${hub.url}/hub/home`)).body.match(/data-state="(\w+)"/)?.[1], 'stopped');
+
+  // a new start forgets it; a stop someone asked for leaves nothing to tell: 400 as before
+  t.is((await api('POST', '/users/victim/server', { token: ADMIN })).status, 201);
+  t.is(await outcome(), undefined);
+  t.is((await api('DELETE', '/users/victim/server', { token: ADMIN })).status, 204);
+  t.is((await progress()).status, 400);
+  t.is(await outcome(), undefined);
+
+  // a stop asked for after it ended by itself: the person knows, so it is forgotten too
+  await killed();
+  t.is((await progress()).status, 200);
+  t.is((await api('DELETE', '/users/victim/server', { token: ADMIN })).status, 204);
+  const after = await api('GET', '/users/victim/server/progress', { token: ADMIN });
+  t.is(after.status, 400);
+  t.is(after.body.code, 'HUB_ERR_SERVER_NOT_STARTING');
+  t.is(await outcome(), undefined);
 });
 
 test.serial('servers: stop escalates to SIGKILL for a server that ignores SIGINT and SIGTERM', async (t) => {

@@ -4,7 +4,7 @@ import type { CallOptions } from '../../../shared/contracts/index.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { invalidLocationReason, serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
+import { invalidLocationReason, lastOutcome, serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
 import { startSse } from '../sse.js';
 import { isPlainObject, jsonBody, onlyKeys, type ApiDeps } from './deps.js';
 import { forgetGrantees } from './shares.js';
@@ -119,12 +119,17 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     req.reply.json(200, JSON.parse(r.model_json));
   }
 
-  /** Everything that happened so far (state, not only live events), then live events until ready or failed. */
+  /**
+   * Everything that happened so far (state, not only live events), then live events until ready or failed. A
+   * server that is not running says how it last ended when nobody asked for it (a failed start: its events; an
+   * end of its own: one failed event with why, as the established hub answers for a failed spawn); else 400.
+   */
   async function progress(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
     const current = servers.get(user, server);
-    if (!current || current.state === 'stopped') {
+    const outcome = current && lastOutcome(current);
+    if (!current || (current.state === 'stopped' && !outcome)) {
       if (server && !config.Hub.allow_named_servers) throw errors.notFound(`${user} has no server named '${server}'`);
       throw errors.badRequest(`${label(user, server)} is not starting...`, 'HUB_ERR_SERVER_NOT_STARTING');
     }
@@ -146,6 +151,11 @@ export function serverRoutes(deps: ApiDeps): Route[] {
       }
       return false;
     };
+    if (outcome) {
+      // a failed start replays its lines, which end with the outcome; an end of its own is that one event
+      if (!deliver(current.state === 'failed' ? current.progress : [outcome])) stream.send(outcome);
+      return stream.end();
+    }
     // Subscribe first, then replay: nothing that happens in between is lost.
     const unwatch = servers.watch(user, server, (r) => {
       if (!r || r.state === 'stopped') {

@@ -6,7 +6,7 @@ import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { profilesOf } from '../../../shared/profiles.js';
 import {
-  hubServerPath, invalidServerNameReason, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
+  hubServerPath, invalidServerNameReason, lastOutcome, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
 import { refreshBeforeSpawn } from '../api/servers.js';
 import { forgetGrantees } from '../api/shares.js';
@@ -71,10 +71,11 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     return `<div class="actions">${out.join('')}</div>`;
   }
 
+  /** Why the server is not running, when nobody asked for that (a failed start, or an end of its own, with when): escaped HTML. */
   function failure(r: ServerRecord | undefined): string {
-    if (r?.state !== 'failed') return '';
-    for (let i = r.progress.length - 1; i >= 0; i--) if (r.progress[i].failed) return r.progress[i].message;
-    return 'The last start failed';
+    const outcome = r && lastOutcome(r);
+    if (!outcome) return '';
+    return `${escapeHtml(outcome.message)}${r.state === 'stopped' && r.ended ? ` <span class="muted">(${escapeHtml(ago(r.ended.at))})</span>` : ''}`;
   }
 
   /** `groups`: the visitor's (group filters decide who may share); `shared`: the "Shared with me" section. */
@@ -85,7 +86,7 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     const defFailure = failure(def);
     const defaultCard = `<section class="card" id="default-server"><h2>Your server <span class="state ${defState}" data-state="${defState}">${defState}</span></h2>
 ${defState === 'running' ? `<p class="muted">At <a href="${escapeHtml(serverUrl(me, ''))}">${escapeHtml(serverUrl(me, ''))}</a>, last active ${escapeHtml(ago(def!.last_activity))}</p>` : ''}
-${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(id, me, '', defState, groups)}</section>`;
+${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(id, me, '', defState, groups)}</section>`;
     if (!config.Hub.allow_named_servers) return defaultCard + shared;
     const named = servers.of(me).filter((r) => r.name).sort((a, b) => a.name.localeCompare(b.name));
     const rows = named.map((r) => {
@@ -93,7 +94,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
       const url = serverUrl(me, r.name);
       return `<tr data-server="${escapeHtml(r.name)}"><td>${escapeHtml(r.name)}</td>` +
         `<td>${st === 'running' ? `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` : `<span class="muted">${escapeHtml(url)}</span>`}</td>` +
-        `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${st === 'failed' ? `<div class="error">${escapeHtml(failure(r))}</div>` : ''}</td>` +
+        `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${failure(r) ? `<div class="error" data-outcome>${failure(r)}</div>` : ''}</td>` +
         `<td>${actions(id, me, r.name, st, groups)}</td></tr>`;
     }).join('');
     const limit = config.Hub.named_server_limit_per_user;
@@ -151,7 +152,7 @@ ${defFailure ? `<p class="error">${escapeHtml(defFailure)}</p>` : ''}${actions(i
 <div id="progress" class="progress ${failed ? 'failed' : 'indeterminate'}" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${last?.progress ?? 0}"><div class="bar"></div></div>
 <p id="progress-message">${escapeHtml(last?.message ?? 'Waiting for the spawner…')}</p>
 <ol class="log" id="progress-log">${log}</ol>
-<div id="spawn-failed" class="${failed ? '' : 'hidden'}"><p class="error" id="failure-message">${escapeHtml(failure(r))}</p>
+<div id="spawn-failed" class="${failed ? '' : 'hidden'}"><p class="error" id="failure-message">${failed ? failure(r) : ''}</p>
 <div class="actions">${postButton(id, spawnUrl(user, name), 'Retry', 'primary')}<a class="button" href="/hub/home">Home</a></div></div>
 <div id="spawn-running" class="actions ${failed ? 'hidden' : ''}">${mayStop ? postButton(id, hubServerPath('stop', user, name), 'Stop') : ''}</div>`;
   }
