@@ -1,6 +1,6 @@
 // The slurm backend against a real slurmctld + slurmd (+ munged) started here: servers are batch jobs, run as
 // their users' accounts, report where they listen, and stop in the hub when SLURM ends their job.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { hostname } from 'node:os';
 import { startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
@@ -20,6 +20,13 @@ let limited: Promise<{ job: string; started: number }>;
 const jobOf = async (user: string, name = '') => String((await serverRecord(hub.natsUrl, user, name))!.spawner_state.job_id);
 const squeue = (job: string) => cluster.run('squeue', ['--noheader', '--states=all', `--jobs=${job}`, '--format=%T|%u|%N']).trim();
 const serversOf = async (user: string) => (await api('GET', `/users/${user}`, { token: ADMIN })).body.servers as Record<string, any>;
+/** What the progress stream of a server that is not running says: one failed event with how it ended. */
+async function endedEvent(t: ExecutionContext, user: string): Promise<string> {
+  const p = await readProgress(`${hub.url}/hub/api/users/${user}/server/progress`, ADMIN, 10_000);
+  t.is(p.status, 200, 'a server that ended by itself has a progress stream that says why');
+  t.true(p.ended && p.events.length === 1 && p.events[0].failed === true && p.events[0].progress === 100, JSON.stringify(p.events));
+  return String(p.events[0]?.message ?? '');
+}
 
 test.before(async () => {
   cluster = await startSlurmCluster();
@@ -121,7 +128,7 @@ test.serial('slurm: a report naming a host other than the job\'s node fails the 
   t.false((await serversOf(QUEUED)).liar?.ready ?? false);
 });
 
-test.serial('slurm: a job cancelled outside the hub shows the server stopped within the poll interval, with the reason audited', async (t) => {
+test.serial('slurm: a job cancelled outside the hub shows the server stopped within the poll interval, with the reason in its progress stream and audited', async (t) => {
   const job = await jobOf(OUTSIDE);
   const t0 = Date.now();
   cluster.run('scancel', [job]);
@@ -131,6 +138,7 @@ test.serial('slurm: a job cancelled outside the hub shows the server stopped wit
   const audit = await waitFor('the audit event', async () =>
     (await auditTrail(hub.natsUrl)).find((e) => e.type === 'server.stop' && e.what === OUTSIDE), 5000);
   t.regex(audit.reason ?? (audit.details?.reason as string | undefined) ?? '', new RegExp(`SLURM job ${job} was cancelled`));
+  t.regex(await endedEvent(t, OUTSIDE), new RegExp(`^Your server stopped: SLURM job ${job} was cancelled`));
 });
 
 test.serial('slurm: a spawner restart adopts running jobs, and a start still queued reports to the new spawner', async (t) => {
@@ -157,7 +165,7 @@ test.serial('slurm: a spawner restart adopts running jobs, and a start still que
   for (const u of [LATE]) t.is((await api('DELETE', `/users/${u}/server`, { token: ADMIN })).status, 204);
 });
 
-test.serial('slurm: a job over its time limit stops the server, with the reason audited', async (t) => {
+test.serial('slurm: a job over its time limit stops the server, with the reason in its progress stream and audited', async (t) => {
   const { job } = await limited;
   t.true((await serversOf(LIMITED))['']?.ready ?? false, 'still running before its minute is up');
   await waitFor('the time limit', async () => (Object.keys(await serversOf(LIMITED)).length === 0 ? true : undefined), 120_000, 250);
@@ -165,4 +173,5 @@ test.serial('slurm: a job over its time limit stops the server, with the reason 
   const audit = await waitFor('the audit event', async () =>
     (await auditTrail(hub.natsUrl)).find((e) => e.type === 'server.stop' && e.what === LIMITED), 5000);
   t.regex(audit.reason ?? (audit.details?.reason as string | undefined) ?? '', new RegExp(`SLURM job ${job} reached its time limit of 00:01:00`));
+  t.is(await endedEvent(t, LIMITED), `Your server stopped: SLURM job ${job} reached its time limit of 00:01:00`);
 });
