@@ -91,10 +91,11 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
     const named = servers.of(me).filter((r) => r.name).sort((a, b) => a.name.localeCompare(b.name));
     const rows = named.map((r) => {
       const st = shownState(r);
+      const why = failure(r);
       const url = serverUrl(me, r.name);
       return `<tr data-server="${escapeHtml(r.name)}"><td>${escapeHtml(r.name)}</td>` +
         `<td>${st === 'running' ? `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` : `<span class="muted">${escapeHtml(url)}</span>`}</td>` +
-        `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${failure(r) ? `<div class="error" data-outcome>${failure(r)}</div>` : ''}</td>` +
+        `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${why ? `<div class="error" data-outcome>${why}</div>` : ''}</td>` +
         `<td>${actions(id, me, r.name, st, groups)}</td></tr>`;
     }).join('');
     const limit = config.Hub.named_server_limit_per_user;
