@@ -10,7 +10,7 @@ import { createLogger } from '../shared/log.js';
 import { storePath } from '../shared/paths.js';
 
 /** No hub, no NATS: the change cannot be published (see OFFLINE_NOTE). */
-const NO_AUDIT_TRAIL: AuditPublisher = { publish: async () => undefined };
+const NO_AUDIT_TRAIL: AuditPublisher = { publish: async () => undefined, publishMany: async () => undefined };
 const NO_LISTENERS = () => undefined;
 
 export const offlineNote = (dataDir: string) =>

@@ -54,7 +54,15 @@ export interface AuditEvent {
 
 export interface AuditPublisher {
   publish(entity: string, verb: string, event: AuditEvent): Promise<void>;
+  /** Events of one bulk change (thousands of users at once), `PUBLISH_WINDOW` in flight at a time. */
+  publishMany(entity: string, verb: string, events: readonly AuditEvent[]): Promise<void>;
 }
+
+/**
+ * A bulk change's events in flight at once: one after another, 10,000 acknowledged publishes trail on for ~10 s
+ * behind the answer; all at once they would queue thousands of requests on the connection.
+ */
+const PUBLISH_WINDOW = 64;
 
 /** Keys never stored in details, whatever a publisher passes. */
 const SECRET_KEY = /^(token|access_token|refresh_token|api_token|id_token)$|secret|password|cookie|authorization|verifier|^code$/i;
@@ -122,7 +130,14 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
   let sequence = 0;
   const origin = `${actor}-${randomBytes(6).toString('hex')}`;
   const ok: HistogramChild = publishDuration.child('ok');
-  return {
+  const publisher: AuditPublisher = {
+    async publishMany(entity, verb, events) {
+      let next = 0;
+      const lane = async () => {
+        while (next < events.length) await publisher.publish(entity, verb, events[next++]);
+      };
+      await Promise.all(Array.from({ length: Math.min(PUBLISH_WINDOW, events.length) }, lane));
+    },
     async publish(entity, verb, event) {
       const subject = subjects.audit(entity, verb);
       const record = auditRecord(entity, verb, event, actor);
@@ -149,4 +164,5 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
       }
     },
   };
+  return publisher;
 }

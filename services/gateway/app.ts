@@ -9,7 +9,7 @@ import { secondsSince } from '../../shared/metrics.js';
 import { hasScope } from '../../shared/scopes.js';
 import type { Identity } from './caches.js';
 import type { createHealthChecker } from './health.js';
-import { checkRequestText, errorPage, hasBody, readBody, Reply, requestContext, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import { checkRequestText, compileHeaders, errorPage, hasBody, readBody, Reply, requestContext, snapshot, wantsHtml, type RequestInfo } from './http.js';
 import { requestDuration, type Scraper } from './metrics.js';
 import type { Proxy } from './proxy/index.js';
 import { missingCredentials } from './api/router.js';
@@ -53,7 +53,7 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   const maxBody = ctx.config.Hub.max_body_size;
   const { log, audit } = ctx;
 
-  const base = securityHeaders(ctx.config);
+  const base = compileHeaders(securityHeaders(ctx.config));
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
   const routes: Record<string, Record<string, Handler>> = {
     '/': { GET: toHub, HEAD: toHub },

@@ -55,12 +55,21 @@ export function requestContext(info: RequestInfo): RequestContext {
   return { requestId: info.requestId, who: info.who, client: info.remoteAddress };
 }
 
+/** Headers written on every answer, compiled once: name, its lower case (to let a handler's own win), value. */
+export type BaseHeaders = readonly (readonly [name: Buffer, lower: string, value: Buffer])[];
+/** Names and values as bytes once, so no answer converts the same strings again (the policy is ~230 bytes). */
+export const compileHeaders = (headers: Record<string, string>): BaseHeaders =>
+  Object.entries(headers).map(([k, v]) => [Buffer.from(k, 'latin1'), k.toLowerCase(), Buffer.from(v, 'latin1')] as const);
+
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const JSON_HEADERS: Record<string, string> = { 'Content-Type': 'application/json' };
+
 /** A response that knows whether the client went away; writes after that are dropped. */
 export class Reply {
   aborted = false;
   done = false;
   /** headers of every answer the gateway gives itself (security headers); a handler's own headers of the same name win */
-  base: Record<string, string> = {};
+  base: BaseHeaders = [];
   /** the status written (0 until then) */
   status = 0;
   /** a HEAD request: headers (with the length the body would have), never the body */
@@ -77,9 +86,13 @@ export class Reply {
     this.status = status;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
-      const own = new Set(Object.keys(headers).map((k) => k.toLowerCase()));
-      for (const [k, v] of Object.entries(this.base)) if (!own.has(k.toLowerCase())) this.res.writeHeader(k, v);
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      // on the hot path (every API answer) no per-request set or entry arrays: handlers pass one to three headers
+      const own: string[] = [];
+      for (const k in headers) {
+        own.push(k.toLowerCase());
+        this.res.writeHeader(k, headers[k]);
+      }
+      for (const [name, lower, value] of this.base) if (!own.includes(lower)) this.res.writeHeader(name, value);
       for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
       // a body after the answer to a HEAD would be read as the start of the next answer on this connection
       // (uWS's own reported length makes it drop the connection, harmless only when it closes anyway: else the
@@ -95,8 +108,8 @@ export class Reply {
     });
   }
 
-  json(status: number, value: unknown, headers: Record<string, string> = {}): void {
-    this.send(status, JSON.stringify(value), { 'Content-Type': 'application/json', ...headers });
+  json(status: number, value: unknown, headers: Record<string, string> = NO_HEADERS): void {
+    this.send(status, JSON.stringify(value), headers === NO_HEADERS ? JSON_HEADERS : { ...JSON_HEADERS, ...headers });
   }
 
   /** An error as `{"status", "message"}`. After an early answer (a 413) uWS discards the rest of the body as it arrives. */

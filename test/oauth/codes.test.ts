@@ -41,7 +41,7 @@ async function setup(t: { teardown: (fn: () => void) => void }) {
   });
   const tokens = fakeTokens();
   const config = { Hub: { oauth_token_expires_in: 0, cookie_max_age_days: 14 } } as unknown as HubConfig;
-  const h = createOAuthHandlers({ config, store, tokens: tokens.client, audit: { publish: async () => undefined }, log: createLogger('test', 'silent') });
+  const h = createOAuthHandlers({ config, store, tokens: tokens.client, audit: { publish: async () => undefined, publishMany: async () => undefined }, log: createLogger('test', 'silent') });
   await h.registerServerClient({ client_id: 'hub-user-ann', user: 'ann', server_name: '', url: '/user/ann/', secret: 'server-secret' });
   return { h, store, tokens };
 }

@@ -1,6 +1,6 @@
 // Which keys of a user, group or service model a requester sees: one table per model, scope → fields
 // (the established hub's vertical filtering). The scope checks themselves are shared/scopes.ts's.
-import { hasScope, hasScopeOnSomeServerOf, type Resource } from '../../../shared/scopes.js';
+import { hasScope, hasScopeOnSomeServerOf, scopeReach, type Resource } from '../../../shared/scopes.js';
 
 
 export type UserModelField =
@@ -51,12 +51,47 @@ const SERVICE_FIELDS: Readonly<Record<string, readonly ServiceModelField[]>> = {
   'read:roles:services': ['kind', 'name', 'roles', 'admin'],
 };
 
-function visibleFields<F>(held: ReadonlySet<string>, table: Readonly<Record<string, readonly F[]>>, resource: Resource): Set<F> {
-  const fields = new Set<F>();
+type FieldTable<F> = Readonly<Record<string, readonly F[]>>;
+
+/**
+ * What one scope set reveals of one model, worked out once per set (one per cached identity): the fields its
+ * unfiltered scopes show for every resource, and the filtered scopes still to check per resource. An admin's
+ * or a server's token then costs no scope check per model on a hot read.
+ */
+interface FieldPlan<F> { everywhere: ReadonlySet<F>; perResource: [scope: string, keys: readonly F[]][] }
+const plans = new WeakMap<ReadonlySet<string>, Map<FieldTable<unknown>, { size: number; plan: FieldPlan<unknown> }>>();
+
+function fieldPlan<F>(held: ReadonlySet<string>, table: FieldTable<F>): FieldPlan<F> {
+  let byTable = plans.get(held);
+  if (!byTable) plans.set(held, (byTable = new Map()));
+  const memo = byTable.get(table);
+  if (memo && memo.size === held.size) return memo.plan as FieldPlan<F>;
+  const everywhere = new Set<F>();
+  const perResource: [string, readonly F[]][] = [];
   for (const [scope, keys] of Object.entries(table)) {
-    if (hasScope(held, scope, resource)) for (const key of keys) fields.add(key);
+    const reach = scopeReach(held, scope);
+    if (reach === 'all') for (const key of keys) everywhere.add(key);
+    else if (reach === 'some') perResource.push([scope, keys]);
   }
-  return fields;
+  const plan = { everywhere, perResource };
+  byTable.set(table, { size: held.size, plan });
+  return plan;
+}
+
+/** The fields shown; the set may be shared between calls, so callers only read it. */
+function visibleFields<F>(held: ReadonlySet<string>, table: FieldTable<F>, resource: Resource, more?: readonly F[]): ReadonlySet<F> {
+  const { everywhere, perResource } = fieldPlan(held, table);
+  let fields: Set<F> | undefined;
+  for (const [scope, keys] of perResource) {
+    if (!hasScope(held, scope, resource)) continue;
+    fields ??= new Set(everywhere);
+    for (const key of keys) fields.add(key);
+  }
+  if (more?.length) {
+    fields ??= new Set(everywhere);
+    for (const key of more) fields.add(key);
+  }
+  return fields ?? everywhere;
 }
 
 /** Holding a server filter for one of the user's servers shows that user's `servers` (checked per server). */
@@ -66,19 +101,18 @@ const readsSomeServerOf = (held: ReadonlySet<string>, user: string) => hasScopeO
  * Each key of a user model is shown only to holders of a scope that reveals it for that user;
  * an empty set means the user is skipped. Filter `servers` entries with hasScope per server.
  */
-export function userModelFields(held: ReadonlySet<string>, user: { name: string; groups: string[] }): Set<UserModelField> {
-  const fields = visibleFields(held, USER_FIELDS, { kind: 'user', name: user.name, groups: user.groups });
-  if (readsSomeServerOf(held, user.name)) for (const key of USER_FIELDS['read:servers']!) fields.add(key);
-  return fields;
+export function userModelFields(held: ReadonlySet<string>, user: { name: string; groups: string[] }): ReadonlySet<UserModelField> {
+  const more = readsSomeServerOf(held, user.name) ? USER_FIELDS['read:servers'] : undefined;
+  return visibleFields(held, USER_FIELDS, { kind: 'user', name: user.name, groups: user.groups }, more);
 }
 
 /** Group models are cut down the same way as user models. */
-export function groupModelFields(held: ReadonlySet<string>, group: string): Set<GroupModelField> {
+export function groupModelFields(held: ReadonlySet<string>, group: string): ReadonlySet<GroupModelField> {
   return visibleFields(held, GROUP_FIELDS, { kind: 'group', name: group });
 }
 
 /** Service models are cut down the same way as user models. */
-export function serviceModelFields(held: ReadonlySet<string>, service: string): Set<ServiceModelField> {
+export function serviceModelFields(held: ReadonlySet<string>, service: string): ReadonlySet<ServiceModelField> {
   return visibleFields(held, SERVICE_FIELDS, { kind: 'service', name: service });
 }
 

@@ -9,7 +9,7 @@ import type { UserRecord } from '../caches.js';
 
 const orNull = (s: string | undefined) => (s ? s : null);
 
-function pick<T extends Record<string, unknown>>(full: T, keys: Set<string>): Partial<T> {
+function pick<T extends Record<string, unknown>>(full: T, keys: ReadonlySet<string>): Partial<T> {
   const out: Partial<T> = {};
   for (const k of Object.keys(full)) if (keys.has(k)) (out as Record<string, unknown>)[k] = full[k];
   return out;
@@ -17,30 +17,33 @@ function pick<T extends Record<string, unknown>>(full: T, keys: Set<string>): Pa
 
 /** The user model; null when the requester may see nothing of this user (skipped in lists). */
 export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[], o: { includeStopped?: boolean } = {}): Record<string, unknown> | null {
-  const keys = userModelFields(held, user) as Set<string>;
+  const keys = userModelFields(held, user) as ReadonlySet<string>;
   if (!keys.size) return null;
-  const active = records.filter(isActive);
-  const servers: Record<string, unknown> = {};
-  // each server is shown only to a requester who may read that server; stopped ones only when asked for
-  for (const r of o.includeStopped ? records : active) {
-    const resource = { kind: 'server' as const, user: user.name, name: r.name, groups: user.groups };
-    if (hasScope(held, 'read:servers', resource)) servers[r.name] = serverModel(r, { state: hasScope(held, 'admin:server_state', resource) });
+  // built field by field in the model's order, each only when shown: this runs for every user of a list page
+  const out: Record<string, unknown> = {};
+  const dflt = keys.has('server') || keys.has('pending') ? records.find((r) => r.name === '' && isActive(r)) : undefined;
+  if (keys.has('kind')) out.kind = 'user';
+  if (keys.has('name')) out.name = user.name;
+  if (keys.has('admin')) out.admin = user.admin;
+  if (keys.has('roles')) out.roles = rolesOfUser(book, user);
+  if (keys.has('groups')) out.groups = user.groups;
+  if (keys.has('server')) out.server = dflt?.state === 'running' ? dflt.url : null;
+  if (keys.has('pending')) out.pending = dflt?.state === 'spawn' ? 'spawn' : dflt?.state === 'stop' ? 'stop' : null;
+  if (keys.has('created')) out.created = user.created;
+  if (keys.has('last_activity')) out.last_activity = orNull(user.last_activity);
+  if (keys.has('servers')) {
+    const servers: Record<string, unknown> = {};
+    // each server is shown only to a requester who may read that server; stopped ones only when asked for
+    for (const r of records) {
+      if (!o.includeStopped && !isActive(r)) continue;
+      const resource = { kind: 'server' as const, user: user.name, name: r.name, groups: user.groups };
+      if (hasScope(held, 'read:servers', resource)) servers[r.name] = serverModel(r, { state: hasScope(held, 'admin:server_state', resource) });
+    }
+    out.servers = servers;
   }
-  const dflt = active.find((r) => r.name === '');
-  return pick({
-    kind: 'user',
-    name: user.name,
-    admin: user.admin,
-    roles: rolesOfUser(book, user),
-    groups: user.groups,
-    server: dflt?.state === 'running' ? dflt.url : null,
-    pending: dflt?.state === 'spawn' ? 'spawn' : dflt?.state === 'stop' ? 'stop' : null,
-    created: user.created,
-    last_activity: orNull(user.last_activity),
-    servers,
-    auth_state: null,
-    user_info: null,
-  }, keys);
+  if (keys.has('auth_state')) out.auth_state = null;
+  if (keys.has('user_info')) out.user_info = null;
+  return out;
 }
 
 export interface GroupRecord { name: string; users: string[]; properties_json: string }
@@ -50,7 +53,7 @@ export function groupRoles(book: Map<string, ConfiguredRole>, group: string): st
 }
 
 export function groupModel(held: ReadonlySet<string>, group: GroupRecord, book: Map<string, ConfiguredRole>): Record<string, unknown> | null {
-  const keys = groupModelFields(held, group.name) as Set<string>;
+  const keys = groupModelFields(held, group.name) as ReadonlySet<string>;
   if (!keys.size) return null;
   return pick({
     kind: 'group', name: group.name, users: group.users, roles: groupRoles(book, group.name),
@@ -59,8 +62,8 @@ export function groupModel(held: ReadonlySet<string>, group: GroupRecord, book: 
 }
 
 export function serviceModel(held: ReadonlySet<string>, svc: ServiceConfig, book: Map<string, ConfiguredRole>, extraKeys: string[] = []): Record<string, unknown> | null {
-  const keys = serviceModelFields(held, svc.name) as Set<string>;
-  for (const k of extraKeys) keys.add(k);
+  const shown = serviceModelFields(held, svc.name) as ReadonlySet<string>;
+  const keys = extraKeys.length ? new Set([...shown, ...extraKeys]) : shown;
   if (!keys.size) return null;
   const command = svc.command === undefined ? [] : Array.isArray(svc.command) ? svc.command : [svc.command];
   return pick({

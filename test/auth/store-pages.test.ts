@@ -1,0 +1,42 @@
+// The auth store's pages of users against a plain list: id pages are read as id ranges, so they must stay
+// exact with gaps left by deleted users, in both directions, and each row must carry its own groups only.
+import test from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AuthStore } from '../../services/auth/store.js';
+
+test('auth store: id pages are exact around deleted users, both ways, and carry each user\'s own groups', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-auth-pages-'));
+  const store = await AuthStore.open(join(dir, 'auth.sqlite'));
+  t.teardown(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); });
+  const names = Array.from({ length: 120 }, (_, i) => `u${String(i).padStart(3, '0')}`);
+  await store.transaction(() => store.insertUsers(names, false, new Date().toISOString()));
+  // gaps: every seventh user and a run in the middle are gone
+  const gone = new Set(names.filter((_, i) => i % 7 === 3 || (i >= 50 && i < 58)));
+  await store.transaction(async () => { for (const n of gone) await store.deleteUser(n); });
+  const odd = await store.transaction(() => store.insertGroup('odd'));
+  const tens = await store.transaction(() => store.insertGroup('tens'));
+  const left = names.filter((n) => !gone.has(n));
+  await store.transaction(() => store.addMembers(odd, left.filter((_, i) => i % 2 === 1)));
+  await store.transaction(() => store.addMembers(tens, left.filter((n) => n.endsWith('0'))));
+
+  for (const desc of [false, true]) {
+    const all = desc ? [...left].reverse() : left;
+    for (const [offset, limit] of [[0, 50], [13, 50], [40, 7], [100, 50], [all.length - 1, 5], [all.length, 5], [0, 1]]) {
+      const { rows, total } = await store.listUsers(offset, limit, { sort: { key: 'id', desc } });
+      t.is(total, left.length);
+      t.deepEqual(rows.map((r) => r.name), all.slice(offset, offset + limit), `desc=${desc} offset=${offset} limit=${limit}`);
+      const groups = await store.groupsOfUsers(rows.map((r) => r.id));
+      for (const r of rows) {
+        const i = left.indexOf(r.name);
+        const want = [...(i % 2 === 1 ? ['odd'] : []), ...(r.name.endsWith('0') ? ['tens'] : [])];
+        t.deepEqual(groups.get(r.id), want, r.name);
+      }
+    }
+  }
+  // a sparse set of ids (not one page) still gets exactly its own groups, and nothing for others
+  const sparse = (await store.getUsers([left[1], left[left.length - 2]])).map((r) => r.id);
+  const groups = await store.groupsOfUsers(sparse);
+  t.deepEqual([...groups.keys()].sort(), [...sparse].sort());
+});
