@@ -54,6 +54,7 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   const { log, audit } = ctx;
 
   const base = compileHeaders(securityHeaders(ctx.config));
+  const apiBase = compileHeaders(securityHeaders(ctx.config, { api: true }));
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
   const routes: Record<string, Record<string, Handler>> = {
     '/': { GET: toHub, HEAD: toHub },
@@ -142,8 +143,9 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   return uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
     if (proxy.handle(res, req)) return;
     const reply = new Reply(res);
-    reply.base = base;
     const info = snapshot(req, res);
+    // the OAuth provider's endpoints under /hub/api/oauth2/ are pages
+    reply.base = info.path.startsWith('/hub/api/') && !info.path.startsWith('/hub/api/oauth2/') ? apiBase : base;
     reply.headOnly = info.method === 'HEAD';
     dispatch(info, reply).then(
       () => finished(info, reply),

@@ -56,10 +56,26 @@ export function requestContext(info: RequestInfo): RequestContext {
 }
 
 /** Headers written on every answer, compiled once: name, its lower case (to let a handler's own win), value. */
-export type BaseHeaders = readonly (readonly [name: Buffer, lower: string, value: Buffer])[];
-/** Names and values as bytes once, so no answer converts the same strings again (the policy is ~230 bytes). */
-export const compileHeaders = (headers: Record<string, string>): BaseHeaders =>
-  Object.entries(headers).map(([k, v]) => [Buffer.from(k, 'latin1'), k.toLowerCase(), Buffer.from(v, 'latin1')] as const);
+export interface BaseHeaders {
+  /** one by one, for the rare answer that sets one of them itself */
+  each: readonly (readonly [name: Buffer, lower: string, value: Buffer])[];
+  /** all of them as one header line block (first name, then the rest joined by CRLF): one native call per answer */
+  block: readonly [name: Buffer, value: Buffer] | null;
+}
+
+/** Names and values as bytes once, so no answer converts the same strings again. */
+export function compileHeaders(headers: Record<string, string>): BaseHeaders {
+  const entries = Object.entries(headers);
+  for (const [k, v] of entries) {
+    if (/[\r\n]/.test(k + v)) throw new Error(`header ${JSON.stringify(k)}: line breaks are not allowed`);
+  }
+  const each = entries.map(([k, v]) => [Buffer.from(k, 'latin1'), k.toLowerCase(), Buffer.from(v, 'latin1')] as const);
+  const block = entries.length
+    ? [Buffer.from(entries[0][0], 'latin1'), Buffer.from([entries[0][1], ...entries.slice(1).map(([k, v]) => `${k}: ${v}`)].join('\r\n'), 'latin1')] as const
+    : null;
+  return { each, block };
+}
+const NO_BASE: BaseHeaders = { each: [], block: null };
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 const JSON_HEADERS: Record<string, string> = { 'Content-Type': 'application/json' };
@@ -69,7 +85,7 @@ export class Reply {
   aborted = false;
   done = false;
   /** headers of every answer the gateway gives itself (security headers); a handler's own headers of the same name win */
-  base: BaseHeaders = [];
+  base: BaseHeaders = NO_BASE;
   /** the status written (0 until then) */
   status = 0;
   /** a HEAD request: headers (with the length the body would have), never the body */
@@ -87,12 +103,14 @@ export class Reply {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       // on the hot path (every API answer) no per-request set or entry arrays: handlers pass one to three headers
-      const own: string[] = [];
+      let own: string[] | undefined;
       for (const k in headers) {
-        own.push(k.toLowerCase());
+        (own ??= []).push(k.toLowerCase());
         this.res.writeHeader(k, headers[k]);
       }
-      for (const [name, lower, value] of this.base) if (!own.includes(lower)) this.res.writeHeader(name, value);
+      const { each, block } = this.base;
+      if (block && (!own || !each.some(([, lower]) => own!.includes(lower)))) this.res.writeHeader(block[0], block[1]);
+      else for (const [name, lower, value] of each) if (!own?.includes(lower)) this.res.writeHeader(name, value);
       for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
       // a body after the answer to a HEAD would be read as the start of the next answer on this connection
       // (uWS's own reported length makes it drop the connection, harmless only when it closes anyway: else the

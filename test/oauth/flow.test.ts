@@ -155,6 +155,9 @@ test.serial('oauth flow: a service (steps 8–9): access scope needed, confirmat
   const hops = await b.follow('/services/whoami/some/page');
   t.deepEqual(hops.map((h) => h.status), [302, 200], 'confirmation page: the service has no oauth_no_confirm');
   t.regex(hops[1].body, /Hub service whoami/);
+  // the consent page's own framing policy replaces the hub's (one header, not both)
+  t.is(hops[1].headers.get('content-security-policy'), "frame-ancestors 'none'");
+  t.is(hops[1].headers.get('x-content-type-options'), 'nosniff');
   const consentUrl = hops[0].location!;
   const answer = await b.post(consentUrl, { _xsrf: hiddenField(hops[1].body, '_xsrf'), scopes: [] });
   t.is(answer.status, 302);

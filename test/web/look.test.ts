@@ -104,6 +104,29 @@ test('look: Hub.extra_headers is validated: a bad header name or a value with a 
   t.regex(bad.stderr, /Set-Cookie is set by the hub/);
 });
 
+test('look: Hub.extra_headers replace and add headers on pages and the API, each header once; the API keeps its short policy otherwise', async (t) => {
+  const csp = "default-src 'self'; frame-ancestors 'self' https://portal.example.org";
+  const own = await startHub({ config: { Hub: { authenticator_class: 'dummy', extra_headers: { 'Content-Security-Policy': csp, 'X-Served-By': 'hub-a' } } } });
+  t.teardown(() => own.stop());
+  const rawHeaders = (url: string, accept: string) => new Promise<string[]>((resolve, reject) => {
+    http.get(url, { headers: { accept } }, (res) => { res.resume(); res.on('end', () => resolve(res.rawHeaders)); }).on('error', reject);
+  });
+  for (const [path, accept] of [['/hub/login', 'text/html'], ['/hub/api/', 'application/json'], ['/hub/api/users', 'application/json']]) {
+    const raw = await rawHeaders(`${own.url}${path}`, accept);
+    const values = (name: string) => raw.filter((_, i) => i % 2 === 0 && raw[i].toLowerCase() === name).map((_, i) => i);
+    const named = (name: string) => raw.flatMap((v, i) => (i % 2 === 1 && raw[i - 1].toLowerCase() === name ? [v] : []));
+    t.deepEqual(named('content-security-policy'), [csp], path);
+    t.deepEqual(named('x-served-by'), ['hub-a'], path);
+    t.deepEqual(named('x-content-type-options'), ['nosniff'], path);
+    t.is(values('referrer-policy').length, 1, path);
+  }
+  // without a configured policy, API answers carry the API's own: nothing may load from JSON
+  const api = await fetch(`${hub.url}/hub/api/`);
+  t.is(api.headers.get('content-security-policy'), "default-src 'none'; frame-ancestors 'self'");
+  const login = await fetch(`${hub.url}/hub/login`);
+  t.regex(login.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+});
+
 /** Requests on one kept-alive connection, in order: a stray body after a HEAD answer would corrupt the next. */
 async function onOneConnection(requests: { method: string; path: string }[]) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });

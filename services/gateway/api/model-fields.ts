@@ -58,7 +58,12 @@ type FieldTable<F> = Readonly<Record<string, readonly F[]>>;
  * unfiltered scopes show for every resource, and the filtered scopes still to check per resource. An admin's
  * or a server's token then costs no scope check per model on a hot read.
  */
-interface FieldPlan<F> { everywhere: ReadonlySet<F>; perResource: [scope: string, keys: readonly F[]][] }
+interface FieldPlan<F> {
+  everywhere: ReadonlySet<F>;
+  perResource: [scope: string, keys: readonly F[]][];
+  /** the last resource's answer: a person's own token asks about the same user on every whoami */
+  last?: { key: string; fields: ReadonlySet<F> };
+}
 const plans = new WeakMap<ReadonlySet<string>, Map<FieldTable<unknown>, { size: number; plan: FieldPlan<unknown> }>>();
 
 function fieldPlan<F>(held: ReadonlySet<string>, table: FieldTable<F>): FieldPlan<F> {
@@ -80,7 +85,11 @@ function fieldPlan<F>(held: ReadonlySet<string>, table: FieldTable<F>): FieldPla
 
 /** The fields shown; the set may be shared between calls, so callers only read it. */
 function visibleFields<F>(held: ReadonlySet<string>, table: FieldTable<F>, resource: Resource, more?: readonly F[]): ReadonlySet<F> {
-  const { everywhere, perResource } = fieldPlan(held, table);
+  const plan = fieldPlan(held, table);
+  const { everywhere, perResource } = plan;
+  if (!perResource.length && !more?.length) return everywhere;
+  const key = `${resource.name}\n${more?.length ?? 0}\n${'groups' in resource ? resource.groups.join('\n') : ''}`;
+  if (plan.last?.key === key) return plan.last.fields;
   let fields: Set<F> | undefined;
   for (const [scope, keys] of perResource) {
     if (!hasScope(held, scope, resource)) continue;
@@ -91,7 +100,8 @@ function visibleFields<F>(held: ReadonlySet<string>, table: FieldTable<F>, resou
     fields ??= new Set(everywhere);
     for (const key of more) fields.add(key);
   }
-  return fields ?? everywhere;
+  plan.last = { key, fields: fields ?? everywhere };
+  return plan.last.fields;
 }
 
 /** Holding a server filter for one of the user's servers shows that user's `servers` (checked per server). */
