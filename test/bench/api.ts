@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { startHub, type HubUnderTest } from '../harness.js';
 import { jupyterhubInstalled, startJupyterHub, type JupyterHubUnderTest } from './jupyterhub.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
-import { aptInstall, baselineCheckout, onPath } from './tools.js';
+import { aptInstall, baselineCheckout, onPath, waitForQuiet } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
@@ -159,10 +159,11 @@ async function withServer<S extends { stop(): Promise<unknown> }, T>(start: () =
 interface HubFigures { created: number; results: Partial<Record<Case['key'], WrkResult>>; rssBefore?: number; rssAfter?: number }
 
 /** Populates a hub (10,000 users, a user token) and runs every case against it. */
-async function benchTarget(label: string, url: string, admin: string, paginationType: string, rss?: () => number | undefined): Promise<HubFigures> {
+async function benchTarget(label: string, url: string, admin: string, paginationType: string, rootPid: number, rss?: () => number | undefined): Promise<HubFigures> {
   log(`${label}: creating ${USERS} users`);
   const created = await createUsers(url, admin, 0, USERS);
   log(`${label}: ${created.toFixed(0)} users/s created`);
+  await waitForQuiet(rootPid, log);
   const t: Target = { label, url, admin, user: await createToken(url, admin, ORDINARY), paginationType };
   const figures: HubFigures = { created, results: {}, rssBefore: rss?.() };
   for (const c of CASES) figures.results[c.key] = await measure(t, c);
@@ -173,7 +174,7 @@ async function benchTarget(label: string, url: string, admin: string, pagination
 async function benchOurs(): Promise<HubFigures> {
   const admin = newAdminToken();
   return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), (hub) =>
-    benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', () => rssMB(hub.children().gateway)));
+    benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
 }
 
 /** The same hub at an earlier commit (BENCH_BASELINE), with the same configuration, in the same run. */
@@ -181,13 +182,13 @@ async function benchBaseline(rev: string): Promise<HubFigures> {
   const repo = baselineCheckout(rev, log);
   const admin = newAdminToken();
   return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000, repo }), (hub) =>
-    benchTarget(`baseline ${rev}`, hub.url, admin, 'application/hub-pagination+json', () => rssMB(hub.children().gateway)));
+    benchTarget(`baseline ${rev}`, hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
 }
 
 async function benchTheirs(): Promise<HubFigures> {
   const admin = newAdminToken();
   return withServer<JupyterHubUnderTest, HubFigures>(() => startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN] }), (hub) =>
-    benchTarget('jupyterhub', hub.url, admin, 'application/jupyterhub-pagination+json'));
+    benchTarget('jupyterhub', hub.url, admin, 'application/jupyterhub-pagination+json', hub.pid));
 }
 
 /** Our hub alone: a page's latency with 1,000 users, then with 100,000. */
@@ -196,9 +197,11 @@ async function benchTableSize(): Promise<{ small: WrkResult; big: WrkResult }> {
   return withServer<HubUnderTest, { small: WrkResult; big: WrkResult }>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), async (hub) => {
     const t: Target = { label: 'ours', url: hub.url, admin, user: '', paginationType: 'application/hub-pagination+json' };
     await createUsers(hub.url, admin, 0, BATCH);
+    await waitForQuiet(hub.proc.pid!, log);
     const small = await measure(t, pageCase(BATCH));
     log(`ours: creating users up to ${BIG}`);
     log(`ours: ${(await createUsers(hub.url, admin, BATCH, BIG)).toFixed(0)} users/s created`);
+    await waitForQuiet(hub.proc.pid!, log);
     const big = await measure(t, pageCase(BIG));
     return { small, big };
   });

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
-import { aptInstall, baselineCheckout, onPath } from './tools.js';
+import { aptInstall, baselineCheckout, cpuMs, onPath, withChildren } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
@@ -33,31 +33,6 @@ function ensureTools(): void {
   for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'node-configurable-http-proxy'], ['nginx', 'nginx']]) {
     if (!onPath(bin)) aptInstall(pkg, log);
     if (!onPath(bin)) throw new Error(`${bin} is missing: install it with \`apt-get install -y ${pkg}\``);
-  }
-}
-
-/** CPU time (user + system) of these processes so far, in ms. */
-function cpuMs(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
-    } catch {
-      // gone
-    }
-  }
-  return ticks * 10; // USER_HZ is 100 on Linux
-}
-
-/** A process and its children (nginx's workers). */
-function withChildren(pid: number | null | undefined): number[] {
-  if (!pid) return [];
-  try {
-    return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
-  } catch {
-    return [pid];
   }
 }
 

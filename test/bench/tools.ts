@@ -1,6 +1,6 @@
 // Tools the benchmarks need from Debian (wrk, the established hub, configurable-http-proxy).
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { existsSync, symlinkSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from '../harness.js';
@@ -43,4 +43,56 @@ export function baselineCheckout(rev: string, log: (line: string) => void): stri
     run(join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', '.'], dir);
   }
   return dir;
+}
+
+/** CPU time (user + system) of these processes so far, in ms. */
+export function cpuMs(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
+    } catch {
+      // gone
+    }
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
+
+/** A process and its children (nginx's workers). */
+export function withChildren(pid: number | null | undefined): number[] {
+  if (!pid) return [];
+  try {
+    return [pid, ...readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)];
+  } catch {
+    return [pid];
+  }
+}
+
+/** A process and all its descendants. */
+export function processTree(pid: number): number[] {
+  const out: number[] = [];
+  const todo = [pid];
+  while (todo.length && out.length < 1000) {
+    const p = todo.pop()!;
+    out.push(p);
+    todo.push(...withChildren(p).slice(1));
+  }
+  return out;
+}
+
+/**
+ * Waits until a hub's processes are nearly idle (under 5% of a core over half a second), at most `timeoutMs`:
+ * what a bulk change leaves behind (audit events, activity writes) must not be measured as the reads after it.
+ */
+export async function waitForQuiet(rootPid: number, log: (line: string) => void, timeoutMs = 30_000): Promise<void> {
+  const start = performance.now();
+  for (let attempt = 0; performance.now() - start < timeoutMs && attempt < 200; attempt++) {
+    const pids = processTree(rootPid);
+    const before = cpuMs(pids);
+    await new Promise((r) => setTimeout(r, 500));
+    if (cpuMs(pids) - before <= 25) return;
+  }
+  log(`still busy after ${(timeoutMs / 1000).toFixed(0)} s; measuring anyway`);
 }
