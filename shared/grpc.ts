@@ -119,6 +119,20 @@ function metadataString(metadata: grpc.Metadata, key: string): string | undefine
 const lowerFirst = (s: string) => s[0].toLowerCase() + s.slice(1);
 
 /**
+ * What travels with every call, over gRPC metadata or NATS headers alike: the caller's deadline, and the request
+ * it serves (said by the gateway, implicit inside an actor's handler). Values are printable ASCII: names
+ * (`user:émile`) travel percent-encoded.
+ */
+function carryCall(into: { set(key: string, value: string): void }, deadline: number, options: CallOptions): void {
+  into.set(DEADLINE_KEY, String(deadline));
+  const context = options.request ?? currentRequest();
+  if (!context) return;
+  into.set(REQUEST_ID_KEY, encodeURIComponent(context.requestId));
+  if (context.who) into.set(WHO_KEY, encodeURIComponent(context.who));
+  if (context.client) into.set(CLIENT_KEY, encodeURIComponent(context.client));
+}
+
+/**
  * A typed client of another actor's service (`auth.getUser({name})`): every call has a deadline (the
  * caller's, passed on, or now + `defaultTimeoutMs`), carried to the callee; failures reject as HubErrors.
  */
@@ -136,15 +150,7 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
       const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;
       if (Date.now() >= deadline) return Promise.reject(errors.timeout(`${actor}.${method}`));
       const metadata = new grpc.Metadata();
-      metadata.set(DEADLINE_KEY, String(deadline));
-      // the request this call serves: said by the gateway, implicit inside an actor's handler
-      const context = options.request ?? currentRequest();
-      if (context) {
-        // gRPC metadata values are printable ASCII: names (`user:émile`) travel percent-encoded
-        metadata.set(REQUEST_ID_KEY, encodeURIComponent(context.requestId));
-        if (context.who) metadata.set(WHO_KEY, encodeURIComponent(context.who));
-        if (context.client) metadata.set(CLIENT_KEY, encodeURIComponent(context.client));
-      }
+      carryCall(metadata, deadline, options);
       const start = performance.now();
       return new Promise((resolve, reject) => {
         fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => {
@@ -249,13 +255,7 @@ export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsCo
       const deadline = options.deadline ?? Date.now() + defaultTimeoutMs;
       if (Date.now() >= deadline) throw errors.timeout(`${actor}.${method}`);
       const h = natsHeaders();
-      h.set(DEADLINE_KEY, String(deadline));
-      const context = options.request ?? currentRequest();
-      if (context) {
-        h.set(REQUEST_ID_KEY, encodeURIComponent(context.requestId));
-        if (context.who) h.set(WHO_KEY, encodeURIComponent(context.who));
-        if (context.client) h.set(CLIENT_KEY, encodeURIComponent(context.client));
-      }
+      carryCall(h, deadline, options);
       const start = performance.now();
       let err: HubError | null;
       let reply: Msg | undefined;

@@ -120,24 +120,15 @@ class CounterCell implements CounterChild {
   }
 }
 
-/** A counter whose children are created once; `child(...)` is for set-up, `inc` for the hot path. */
-export class HotCounter {
-  readonly type: string = 'counter';
+/** Counters and gauges alike: children made once per label values, each a plain number moved in place. */
+abstract class HotCells<C extends CounterCell> {
+  abstract readonly type: string;
   readonly aggregator = 'sum';
-  private readonly children: Children<CounterCell>;
+  protected readonly children: Children<C>;
 
-  constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
-    this.children = new Children(labelNames.length, () => new CounterCell());
+  constructor(readonly name: string, readonly help: string, readonly labelNames: Values, make: () => C) {
+    this.children = new Children(labelNames.length, make);
     register(this);
-  }
-
-  /** The child for these label values (created at first use, then the same object). */
-  child(...values: string[]): CounterChild {
-    return this.children.get(values);
-  }
-
-  inc(...values: string[]): void {
-    this.children.get(values).inc();
   }
 
   get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
@@ -149,6 +140,24 @@ export class HotCounter {
 
   reset(): void {
     for (const { child } of this.children.all) child.value = 0;
+  }
+}
+
+/** A counter whose children are created once; `child(...)` is for set-up, `inc` for the hot path. */
+export class HotCounter extends HotCells<CounterCell> {
+  readonly type: string = 'counter';
+
+  constructor(name: string, help: string, labelNames: Values = []) {
+    super(name, help, labelNames, () => new CounterCell());
+  }
+
+  /** The child for these label values (created at first use, then the same object). */
+  child(...values: string[]): CounterChild {
+    return this.children.get(values);
+  }
+
+  inc(...values: string[]): void {
+    this.children.get(values).inc();
   }
 }
 
@@ -161,29 +170,15 @@ class GaugeCell extends CounterCell implements GaugeChild {
 }
 
 /** A gauge moved by events (connections opened and closed): an addition each, no allocation. */
-export class HotGauge {
+export class HotGauge extends HotCells<GaugeCell> {
   readonly type = 'gauge';
-  readonly aggregator = 'sum';
-  private readonly children: Children<GaugeCell>;
 
-  constructor(readonly name: string, readonly help: string, readonly labelNames: Values = []) {
-    this.children = new Children(labelNames.length, () => new GaugeCell());
-    register(this);
+  constructor(name: string, help: string, labelNames: Values = []) {
+    super(name, help, labelNames, () => new GaugeCell());
   }
 
   child(...values: string[]): GaugeChild {
     return this.children.get(values);
-  }
-
-  get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
-    return {
-      name: this.name, help: this.help, type: this.type, aggregator: this.aggregator,
-      values: this.children.all.map(({ values, child }) => ({ value: child.value, labels: labelsOf(this.labelNames, values) })),
-    };
-  }
-
-  reset(): void {
-    for (const { child } of this.children.all) child.value = 0;
   }
 }
 

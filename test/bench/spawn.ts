@@ -109,70 +109,43 @@ export async function spawnBench(): Promise<void> {
     const cpu = median(probes.map((p) => p.cpu));
     const wallAlone = median(probes.map((p) => p.wall));
 
-    for (const spawner of ['simple', 'localprocess'].filter((r) => ROWS.has(r))) {
-      log(`this hub, ${spawner}`);
+    /** One row: a hub with this backend (and its own options), these users made, then spawned and stopped. */
+    const measureRow = async (label: string, spawner: string, names: string[], backend: Record<string, unknown> = {}) => {
+      log(`this hub, ${label}`);
       const hub = await startHub({
         config: {
           Hub: { api_tokens: { [token]: 'boss' }, spawner_class: spawner, concurrent_spawn_limit: 0, rpc_timeout: 300 },
           Authenticator: { admin_users: ['boss'] },
           Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
+          ...backend,
         },
       });
       try {
         const call = apiClient(hub.url);
-        await call('POST', '/users', { token, body: { usernames: users.names } });
-        results.push([`hub ${spawner}`, await measure({ call, token }, users.names)]);
+        await call('POST', '/users', { token, body: { usernames: names } });
+        results.push([`hub ${label}`, await measure({ call, token }, names)]);
         log(JSON.stringify(results.at(-1)));
       } finally {
         await hub.stop();
       }
-    }
+    };
+    for (const spawner of ['simple', 'localprocess'].filter((r) => ROWS.has(r))) await measureRow(spawner, spawner, users.names);
     if (ROWS.has('docker')) {
-      log('this hub, docker (Podman service, bridge network)');
       const podman = await startPodman();
       try {
-        const hub = await startHub({
-          config: {
-            Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'docker', concurrent_spawn_limit: 0, rpc_timeout: 300 },
-            Authenticator: { admin_users: ['boss'] },
-            Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
-            DockerSpawner: { host: podman.host, image: IMAGE, pull_policy: 'never', extra_host_config: { Binds: podman.hostBinds } },
-          },
+        await measureRow('docker (Podman)', 'docker', users.names.slice(0, DOCKER_COUNT), {
+          DockerSpawner: { host: podman.host, image: IMAGE, pull_policy: 'never', extra_host_config: { Binds: podman.hostBinds } },
         });
-        try {
-          const call = apiClient(hub.url);
-          const some = users.names.slice(0, DOCKER_COUNT);
-          await call('POST', '/users', { token, body: { usernames: some } });
-          results.push(['hub docker (Podman)', await measure({ call, token }, some)]);
-          log(JSON.stringify(results.at(-1)));
-        } finally {
-          await hub.stop();
-        }
       } finally {
         await podman.stop();
       }
     }
     if (ROWS.has('slurm')) {
-      log('this hub, slurm');
       const cluster = await startSlurmCluster({ cpus: SLURM_COUNT + 4 });
       try {
-        const hub = await startHub({
-          config: {
-            Hub: { api_tokens: { [token]: 'boss' }, spawner_class: 'slurm', concurrent_spawn_limit: 0, rpc_timeout: 300 },
-            Authenticator: { admin_users: ['boss'] },
-            Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280 },
-            SlurmSpawner: { slurm_conf: cluster.conf, partition: cluster.partition, req_memory: '100M', poll_interval: 1 },
-          },
+        await measureRow('slurm', 'slurm', users.names.slice(0, SLURM_COUNT), {
+          SlurmSpawner: { slurm_conf: cluster.conf, partition: cluster.partition, req_memory: '100M', poll_interval: 1 },
         });
-        try {
-          const call = apiClient(hub.url);
-          const names = users.names.slice(0, SLURM_COUNT);
-          await call('POST', '/users', { token, body: { usernames: names } });
-          results.push(['hub slurm', await measure({ call, token }, names)]);
-          log(JSON.stringify(results.at(-1)));
-        } finally {
-          await hub.stop();
-        }
       } finally {
         await cluster.stop();
       }

@@ -120,6 +120,17 @@
   const dialogError = (button, message) => {
     button.closest('dialog').querySelector('.dialog-error').textContent = message;
   };
+  /** A dialog's API call: its button disabled meanwhile, a refusal shown in the dialog (which stays open). */
+  const busyWith = async (button, work) => {
+    button.disabled = true;
+    try {
+      return await work();
+    } catch (e) {
+      return dialogError(button, e.message);
+    } finally {
+      button.disabled = false;
+    }
+  };
   const confirmAction = (title, message, label) => modal(title, el('p', {}, message), [
     { label: 'Cancel' },
     { label, class: 'danger', action: 'confirm', submit: true, run: async () => true },
@@ -308,12 +319,10 @@
         if (user.name === cfg.me) return dialogError(b, 'You cannot delete yourself.');
         const really = await confirmAction('Delete user', `Delete ${user.name} and stop their servers?`, 'Delete user');
         if (!really) return undefined;
-        try {
+        return busyWith(b, async () => {
           await api('DELETE', `/users/${seg(user.name)}`);
           return `Deleted ${user.name}.`;
-        } catch (e) {
-          return dialogError(b, e.message);
-        }
+        });
       } },
       { label: 'Cancel' },
       { label: 'Save', class: 'primary', action: 'save', submit: true, run: async (b) => {
@@ -323,15 +332,10 @@
         if (newName !== user.name) change.name = newName;
         if (admin.checked !== Boolean(user.admin)) change.admin = admin.checked;
         if (!Object.keys(change).length) return 'No change.';
-        b.disabled = true;
-        try {
+        return busyWith(b, async () => {
           const u = await api('PATCH', `/users/${seg(user.name)}`, change);
           return `Saved ${u.name}${u.admin ? ' (admin)' : ''}.`;
-        } catch (e) {
-          return dialogError(b, e.message);
-        } finally {
-          b.disabled = false;
-        }
+        });
       } },
     ]);
     if (typeof done === 'string') {
@@ -351,16 +355,11 @@
       { label: 'Add users', class: 'primary', action: 'add', submit: true, run: async (b) => {
         const list = [...new Set(names.value.split('\n').map((s) => s.trim()).filter(Boolean))];
         if (!list.length) return dialogError(b, 'Enter at least one name.');
-        b.disabled = true;
-        try {
+        return busyWith(b, async () => {
           const created = await api('POST', '/users', { usernames: list, admin: admin.checked });
           const skipped = list.length - created.length;
           return `Added ${created.length} user${created.length === 1 ? '' : 's'}${skipped ? ` (${skipped} existed already)` : ''}.`;
-        } catch (e) {
-          return dialogError(b, e.message);
-        } finally {
-          b.disabled = false;
-        }
+        });
       } },
     ]);
     if (typeof done === 'string') {
