@@ -3,7 +3,7 @@
 // (Debian's) in the same run, with wrk (32 connections, then 1); the CPU each proxy spent per request;
 // then WebSocket echo round trips per second the same four ways; then the gateway's RSS before and
 // after 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS
-// the size of the memory run (default 1,000,000).
+// the size of the memory run (default 1,000,000); BENCH_ROUNDS the alternating rounds whose median counts (3).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,6 +21,17 @@ const WRK = { threads: 2, connections: 32, seconds: SECONDS };
 const WS_CONNECTIONS = 32;
 /** Each proxy is warmed up (JIT, pools, buffers) before each measured run, the same for all of them. */
 const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
+/**
+ * Rounds of the 32-connection and WebSocket runs, each round going through every proxy in turn; the median
+ * round counts. One pass in a fixed order lets the machine's drift favour whoever comes first.
+ */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+
+/** The round with the median value of `by` (the middle one of an odd count). */
+function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
+  const sorted = [...runs].sort((a, b) => by(a) - by(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
 const PATH = '/services/bench/hello';
 const log = (line: string): void => console.log(`proxy: ${line}`);
 const problems: string[] = [];
@@ -264,17 +275,39 @@ export async function proxy(): Promise<void> {
     };
     const order: Who[] = ['direct', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
+    const httpRuns: Partial<Record<Who, HttpResult[]>> = {};
+    for (let round = 1; round <= ROUNDS; round++) {
+      if (ROUNDS > 1) log(`round ${round} of ${ROUNDS}`);
+      for (const k of order) {
+        const r = await attempt(k, () => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]));
+        if (r) (httpRuns[k] ??= []).push(r);
+      }
+    }
     const http: Partial<Record<Who, HttpResult>> = {};
-    for (const k of order) http[k] = await attempt(k, () => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]));
+    for (const k of order) http[k] = medianOf(httpRuns[k] ?? [], (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
+    const idleRuns: Partial<Record<Who, HttpResult[]>> = {};
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const k of order) {
+        const r = await attempt(`${k}, 1 connection`, () => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]));
+        if (r) (idleRuns[k] ??= []).push(r);
+      }
+    }
     const idle: Partial<Record<Who, HttpResult>> = {};
-    for (const k of order) idle[k] = await attempt(`${k}, 1 connection`, () => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]));
+    for (const k of order) idle[k] = medianOf(idleRuns[k] ?? [], (r) => -r.p50);
+    const wsRuns: Partial<Record<Who, number[]>> = {};
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const k of order) {
+        const r = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]));
+        if (r !== undefined) (wsRuns[k] ??= []).push(r);
+      }
+    }
     const ws: Partial<Record<Who, number>> = {};
-    for (const k of order) ws[k] = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]));
+    for (const k of order) ws[k] = medianOf(wsRuns[k] ?? [], (r) => r);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
-    console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET)`);
+    console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET; every row the median of ${ROUNDS} alternating rounds)`);
     for (const k of order) console.log(`  ${LABELS[k].padEnd(26)} ${http[k] ? fmt(http[k]!) : 'n/a'}   ws ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s`);
     for (const k of order) console.log(`  1 connection: ${LABELS[k].padEnd(26)} ${idle[k] ? fmt(idle[k]!) : 'n/a'}`);
     const o = http.ours;
