@@ -11,6 +11,7 @@ import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { isAlive, processesFile, processStart, readProcesses, type ProcessesRecord } from './shared/processes.js';
+import { portInUse } from './shared/ports.js';
 import { newToken } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
@@ -126,6 +127,10 @@ async function start(config: HubConfig): Promise<void> {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   mkdirSync(run, { recursive: true, mode: 0o700 });
   killLeftovers(dataDir, log);
+  if (config.Supervisor.actors.includes('gateway')) {
+    const held = await portInUse(config.Hub.ip, config.Hub.port);
+    if (held) throw new ConfigError([`Hub.port: ${config.Hub.ip}:${config.Hub.port} cannot be listened on (${held === 'EADDRINUSE' ? 'in use by another process, perhaps another hub' : held})`]);
+  }
   const configPath = resolvedConfigPath(dataDir);
   // every gateway must seal cookies with the same secret: resolved once, here
   const cookieSecret = resolveCookieSecret(config.Hub.cookie_secret, process.env, dataDir);

@@ -33,3 +33,24 @@ export function portAllocator(pick: () => Promise<number>, windowMs = 120_000, m
 }
 
 export const freePort = portAllocator(kernelPort);
+
+/**
+ * Waits (bounded) until `port` on `host` can be bound by a socket without SO_REUSEPORT, then releases it.
+ * The gateway listens with SO_REUSEPORT (uWS sets it, and several gateways share the port), so a second hub
+ * configured on the same port would otherwise listen beside the first and silently take half its requests;
+ * a plain bind refuses while anyone listens there. Retried briefly: a previous run's gateway just killed may
+ * still hold it. Resolves with the error code when the port stays taken, null when it is free.
+ */
+export async function portInUse(host: string, port: number, waitMs = 2000): Promise<string | null> {
+  const deadline = Date.now() + waitMs;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const code = await new Promise<string | null>((resolve) => {
+      const probe = createServer();
+      probe.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'EADDRINUSE'));
+      probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(null)));
+    });
+    if (code !== 'EADDRINUSE' || Date.now() >= deadline) return code;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return 'EADDRINUSE';
+}

@@ -2,7 +2,11 @@ import test from 'ava';
 import { connect, StringCodec } from 'nats';
 import { createLogger } from '../../shared/log.js';
 import { SupervisedChild } from '../../shared/supervision.js';
-import { isAlive, NATS_TOKEN, sleep, startHub, waitFor } from '../harness.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../../shared/ports.js';
+import { isAlive, NATS_TOKEN, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
 
 const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'];
 
@@ -54,7 +58,7 @@ test('supervision: a stopped actor makes health 503 naming it; SIGTERM stops eve
   t.false(pids.some(isAlive));
 });
 
-test('supervision: two hubs differing only in ports and data dir run side by side; actors answer on NATS and audit is retained', async (t) => {
+test('supervision: two hubs differing only in ports and data dir run side by side; actors answer on NATS and audit is retained; a third on a taken port refuses to start', async (t) => {
   const [a, b] = await Promise.all([startHub(), startHub()]);
   try {
     t.is(await health(a.url), 200);
@@ -74,6 +78,17 @@ test('supervision: two hubs differing only in ports and data dir run side by sid
     }
     t.deepEqual([...starts].sort(), [...ACTORS].sort());
     await nc.close();
+    // a third hub wrongly given a's port refuses to start (its gateway would otherwise share the port and take
+    // half of a's requests), and a is untouched
+    const dataDir = mkdtempSync(join(tmpdir(), 'hub-same-port-'));
+    try {
+      const third = await runHubCommand([`--Hub.port=${a.port}`, `--Hub.data_dir=${dataDir}`, `--Hub.nats_port=${await freePort()}`]);
+      t.is(third.code, 2, third.stderr);
+      t.regex(third.stderr, new RegExp(`Hub\\.port: 127\\.0\\.0\\.1:${a.port} cannot be listened on \\(in use by another process`));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    t.is(await health(a.url), 200);
   } finally {
     await Promise.all([a.stop(), b.stop()]);
   }
