@@ -1,6 +1,6 @@
 // The running hub's process record, `<data_dir>/run/processes.json`: written by the supervisor, read by the
 // supervisor at its next start (leftovers) and by the command line (is a hub running on this data dir?).
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runDir } from './paths.js';
 
@@ -54,4 +54,28 @@ export function liveHub(dataDir: string): ProcessesRecord | null {
   if (!record || !isAlive(record.supervisor)) return null;
   if (record.supervisor_start && processStart(record.supervisor) !== record.supervisor_start) return null;
   return record;
+}
+
+/** The process `root` and every process below it, from the parent ids in /proc/<pid>/stat. */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]); // after "pid (comm) state"
+    if (!children.has(ppid)) children.set(ppid, []);
+    children.get(ppid)!.push(Number(name));
+  }
+  const out: number[] = [];
+  for (const queue = [root]; queue.length && out.length < 10_000;) {
+    const pid = queue.shift()!;
+    out.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return out;
 }

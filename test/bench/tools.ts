@@ -4,6 +4,7 @@ import { existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from '../harness.js';
+import { processTree } from '../../shared/processes.js';
 
 export const onPath = (bin: string): boolean => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, bin)));
 
@@ -68,18 +69,6 @@ export function withChildren(pid: number | null | undefined): number[] {
   } catch {
     return [pid];
   }
-}
-
-/** A process and all its descendants. */
-export function processTree(pid: number): number[] {
-  const out: number[] = [];
-  const todo = [pid];
-  while (todo.length && out.length < 1000) {
-    const p = todo.pop()!;
-    out.push(p);
-    todo.push(...withChildren(p).slice(1));
-  }
-  return out;
 }
 
 /**

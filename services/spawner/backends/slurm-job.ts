@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { hostname } from 'node:os';
+import { processTree } from '../../../shared/processes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const say = (line: string) => process.stderr.write(`hub slurm-job: ${line}\n`);
@@ -27,30 +28,6 @@ function freePortOn(ip: string): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-/** The process `root` and every process below it, from the parent ids in /proc/<pid>/stat. */
-function processTree(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]); // after "pid (comm) state"
-    if (!children.has(ppid)) children.set(ppid, []);
-    children.get(ppid)!.push(Number(name));
-  }
-  const out: number[] = [];
-  for (const queue = [root]; queue.length && out.length < 10_000;) {
-    const pid = queue.shift()!;
-    out.push(pid);
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return out;
 }
 
 /** The socket inodes the processes hold open (/proc/<pid>/fd links `socket:[inode]`); processes we may not look into are skipped. */
