@@ -526,13 +526,13 @@ export function effectiveTokenScopes(raw: readonly string[], ctx: TokenScopeCont
   return effective;
 }
 
-/** Holding `scope` filtered to at least one server of `user` (e.g. `read:servers!server=alice/x`). */
 /** How `scope` is held: on everything, only on some resources (filtered), or not at all. */
 export function scopeReach(held: ReadonlySet<string>, scope: string): 'all' | 'some' | 'none' {
   const grant = indexOf(held).get(scope);
   return grant === undefined ? 'none' : grant === 'all' ? 'all' : 'some';
 }
 
+/** Holding `scope` filtered to at least one server of `user` (e.g. `read:servers!server=alice/x`). */
 export function hasScopeOnSomeServerOf(held: ReadonlySet<string>, scope: string, user: string): boolean {
   const grant = indexOf(held).get(scope);
   return grant !== undefined && grant !== 'all' && [...grant.server].some((key) => key.startsWith(`${user}/`));

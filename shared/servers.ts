@@ -122,6 +122,9 @@ export function progressUrl(user: string, name: string): string {
 
 export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';
 
+/** How a server whose node was lost ended (the record's `ended.reason`). */
+export const nodeLostReason = (node: string) => `its node ${node} was lost`;
+
 /**
  * How a server that is not running last ended, when a person should hear of it: the failed start's last event, or
  * the end nobody asked for (`ended`); null after a stop someone asked for, or while it starts, runs or stops. The

@@ -208,11 +208,10 @@ export class AuthStore {
     let lo = userIds[0];
     let hi = userIds[0];
     for (const id of userIds) if (id < lo) lo = id; else if (id > hi) hi = id;
-    const rows = hi - lo < 2 * userIds.length
-      ? await this.db.all<{ user_id: number; name: string }>(
-        'SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id BETWEEN ? AND ? ORDER BY g.id', [lo, hi])
-      : await this.db.all<{ user_id: number; name: string }>(
-        `SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id IN (${placeholders(userIds.length)}) ORDER BY g.id`, userIds);
+    const dense = hi - lo < 2 * userIds.length;
+    const rows = await this.db.all<{ user_id: number; name: string }>(
+      `SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id ${dense ? 'BETWEEN ? AND ?' : `IN (${placeholders(userIds.length)})`} ORDER BY g.id`,
+      dense ? [lo, hi] : userIds);
     for (const r of rows) out.get(r.user_id)?.push(r.name);
     return out;
   }

@@ -15,7 +15,7 @@ import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCK
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
 import {
-  invalidLocationReason, invalidServerNameReason, isActive, locationTarget, serverClientId, serverId, serverKey, serverModel, serverUrl,
+  invalidLocationReason, invalidServerNameReason, isActive, locationTarget, nodeLostReason, serverClientId, serverId, serverKey, serverModel, serverUrl,
   type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
@@ -651,7 +651,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           log.info({ event: 'server.lost.back', server: label(r) }, 'server of a lost node still runs: adopting it again');
         } else {
           await revokeToken(r, 'actor:spawner');
-          await registry.save({ ...stoppedRecord(r), ended: r.ended ?? { at: r.lost.at, reason: `its node ${r.node} was lost` } });
+          await registry.save({ ...stoppedRecord(r), ended: r.ended ?? { at: r.lost.at, reason: nodeLostReason(r.node) } });
         }
       }
       for (const r of registry.all()) {

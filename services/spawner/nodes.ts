@@ -12,7 +12,7 @@ import { parseJson } from '../../shared/json.js';
 import type { Logger } from '../../shared/log.js';
 import { decodeJson, type NatsConnection } from '../../shared/nats.js';
 import { chooseProfile, withOverrides } from '../../shared/profiles.js';
-import { isActive, serverKey, type ServerRecord } from '../../shared/servers.js';
+import { isActive, nodeLostReason, serverKey, type ServerRecord } from '../../shared/servers.js';
 import { natsServiceName } from '../../shared/subjects.js';
 import type { SpawnerHandlers } from './handlers.js';
 import type { Registry } from './registry.js';
@@ -187,7 +187,7 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
         const written = await registry.saveIfUnchanged(r.user, r.name, (current) => (isActive(current) && current.node === node ? {
           ...current, state: 'stopped', target: '', progress: [],
           lost: { at: new Date(now).toISOString(), state: current.state, target: current.target },
-          ended: { at: new Date(now).toISOString(), reason: `its node ${node} was lost` },
+          ended: { at: new Date(now).toISOString(), reason: nodeLostReason(node) },
         } : null)).catch((e: Error) => {
           log.warn({ event: 'server.lost.write_failed', server: label(r), node, err: e.message }, 'lost server not marked stopped (retried next sweep)');
           return null;

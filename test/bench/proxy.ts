@@ -275,36 +275,25 @@ export async function proxy(): Promise<void> {
     };
     const order: Who[] = ['direct', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
-    const httpRuns: Partial<Record<Who, HttpResult[]>> = {};
-    for (let round = 1; round <= ROUNDS; round++) {
-      if (ROUNDS > 1) log(`round ${round} of ${ROUNDS}`);
-      for (const k of order) {
-        const r = await attempt(k, () => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]));
-        if (r) (httpRuns[k] ??= []).push(r);
+    /** ROUNDS rounds, each through every proxy in `order`; per proxy the round with the median `by`. */
+    const inRounds = async <T>(what: string, measure: (k: Who) => Promise<T>, by: (r: T) => number): Promise<Partial<Record<Who, T>>> => {
+      const runs: Partial<Record<Who, T[]>> = {};
+      for (let round = 1; round <= ROUNDS; round++) {
+        if (ROUNDS > 1) log(`${what}: round ${round} of ${ROUNDS}`);
+        for (const k of order) {
+          const r = await attempt(`${what} ${k}`, () => measure(k));
+          if (r !== undefined) (runs[k] ??= []).push(r);
+        }
       }
-    }
-    const http: Partial<Record<Who, HttpResult>> = {};
-    for (const k of order) http[k] = medianOf(httpRuns[k] ?? [], (r) => r.reqPerSec);
+      const out: Partial<Record<Who, T>> = {};
+      for (const k of order) out[k] = medianOf(runs[k] ?? [], by);
+      return out;
+    };
+    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]), (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
-    const idleRuns: Partial<Record<Who, HttpResult[]>> = {};
-    for (let round = 1; round <= ROUNDS; round++) {
-      for (const k of order) {
-        const r = await attempt(`${k}, 1 connection`, () => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]));
-        if (r) (idleRuns[k] ??= []).push(r);
-      }
-    }
-    const idle: Partial<Record<Who, HttpResult>> = {};
-    for (const k of order) idle[k] = medianOf(idleRuns[k] ?? [], (r) => -r.p50);
-    const wsRuns: Partial<Record<Who, number[]>> = {};
-    for (let round = 1; round <= ROUNDS; round++) {
-      for (const k of order) {
-        const r = await attempt(`ws ${k}`, () => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]));
-        if (r !== undefined) (wsRuns[k] ??= []).push(r);
-      }
-    }
-    const ws: Partial<Record<Who, number>> = {};
-    for (const k of order) ws[k] = medianOf(wsRuns[k] ?? [], (r) => r);
+    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]), (r) => r.p50);
+    const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
     console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET; every row the median of ${ROUNDS} alternating rounds)`);
