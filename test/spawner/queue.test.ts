@@ -114,6 +114,11 @@ test('queue: kill -9 of the spawner with starts waiting in the queue: after its 
       const ready = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
       return ready.every(Boolean) ? true : undefined;
     }, 40_000, 250);
+    // `ready` shows as soon as the record says running; the "ready" line follows once every gateway confirmed the route
+    await waitFor('the ready lines', async () => {
+      const last = await Promise.all(['r1', 'r2'].map(async (u) => (await serverRecord(hub.natsUrl, u))?.progress.at(-1)?.ready));
+      return last.every(Boolean) ? true : undefined;
+    }, 10_000, 100);
     for (const u of ['r1', 'r2']) {
       const heard = (await serverRecord(hub.natsUrl, u))!.progress.map((e) => e.message);
       t.true(heard.includes('The hub restarted; your start goes on'), `${u}: ${heard.join(' | ')}`);
