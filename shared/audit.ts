@@ -121,9 +121,15 @@ async function ensureAuditStreamOnce(nc: NatsConnection, retentionDays: number):
 const publishDuration = new HotHistogram('hub_audit_publish_duration_seconds',
   'Time to store one audit event in the HUB_AUDIT stream (a JetStream publish), by outcome', ['outcome'], SLOW_BUCKETS);
 
-/** Attempts (250 ms doubling between them) and each one's wait: together longer than a JetStream leader election. */
-const PUBLISH_ATTEMPTS = 5;
+/**
+ * Each attempt's wait, the pause between attempts (250 ms doubling, at most 4 s), and how long one event is tried
+ * in all: longer than a JetStream stream's leader election after a cluster member dies (seen past 20 s on a loaded
+ * machine). Publishes run behind the answers, so the wait holds up no client.
+ */
 const PUBLISH_TIMEOUT_MS = 2000;
+const PUBLISH_MAX_PAUSE_MS = 4000;
+const PUBLISH_GIVE_UP_MS = 60_000;
+const PUBLISH_ATTEMPTS = 30;
 
 export function createAuditPublisher(nc: NatsConnection, actor: string, log: Logger): AuditPublisher {
   const js: JetStreamClient = nc.jetstream();
@@ -147,12 +153,12 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
         // dies, and an event refused meanwhile would be lost (the message id makes a retry of a stored one a no-op)
         const data = encodeJson(record);
         const msgID = `${origin}-${++sequence}`;
-        for (let attempt = 1, delay = 250; ; attempt++, delay *= 2) {
+        for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, PUBLISH_MAX_PAUSE_MS)) {
           try {
             await js.publish(subject, data, { msgID, timeout: PUBLISH_TIMEOUT_MS });
             break;
           } catch (e) {
-            if (attempt >= PUBLISH_ATTEMPTS) throw e;
+            if (attempt >= PUBLISH_ATTEMPTS || performance.now() - start + delay > PUBLISH_GIVE_UP_MS) throw e;
             await new Promise((r) => setTimeout(r, delay));
           }
         }

@@ -147,10 +147,14 @@ test.serial('nodes: a three-member NATS cluster (one member per node) loses a me
     const recordsAfter = await retryJetStream('records', () => serverRecords(nc, USERS), 20_000);
     for (const [key, r] of recordsBefore) t.like(recordsAfter.get(key), { state: r.state, target: r.target });
     // the audit events of what was done since (u4's start, the user "late") are stored too
+    // an audit publish is retried for up to 60 s while the stream elects a leader: the wait is as long
     const after = await waitFor('the audit events since the loss to be stored', async () => {
       const info = await jsm.streams.info(AUDIT_STREAM).catch(() => undefined);
       return info && info.state.messages > before.state.messages ? info : undefined;
-    }, 20_000, 250);
+    }, 60_000, 250).catch((e) => {
+      const lost = [a, b].flatMap((n) => n.logs().split('\n').filter((l) => l.includes('audit.publish.failed')));
+      throw new Error(`${e.message}; audit publishes given up: ${lost.length}\n${lost.slice(-5).join('\n')}`);
+    });
     t.log(`audit events: ${before.state.messages} before the loss, ${after.state.messages} after`);
     t.is(after.state.first_seq, before.state.first_seq);
   } finally {
