@@ -1,9 +1,11 @@
 // Proxy benchmark: a small GET through our gateway to a backend, against the same backend directly,
-// through nginx (Debian's, one worker, keep-alive upstream) and through configurable-http-proxy
-// (Debian's) in the same run, with wrk (32 connections, then 1); the CPU each proxy spent per request;
-// then WebSocket echo round trips per second the same four ways; then the gateway's RSS before and
-// after 1,000,000 proxied requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS
-// the size of the memory run (default 1,000,000); BENCH_ROUNDS the alternating rounds whose median counts (3).
+// through the floor forwarder (floor-forwarder.mjs: the least a uWS + node:net forwarder can do), through
+// nginx (Debian's, one worker, keep-alive upstream) and through configurable-http-proxy (Debian's) in the
+// same run, with wrk (32 connections, then 1); the CPU each proxy spent per request; then WebSocket echo
+// round trips per second (all but the floor); then the gateway's RSS before and after 1,000,000 proxied
+// requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the size of the memory run
+// (default 1,000,000); BENCH_ROUNDS the alternating rounds whose median counts (3); BENCH_GATEWAYS our
+// gateway processes and nginx's workers (1).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +28,8 @@ const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
  * round counts. One pass in a fixed order lets the machine's drift favour whoever comes first.
  */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+/** Gateway processes of our hub (Supervisor.gateways) and, to compare like with like, nginx's workers. */
+const GATEWAYS = Math.max(1, Number(process.env.BENCH_GATEWAYS ?? 1));
 
 /** The round with the median value of `by` (the middle one of an odd count). */
 function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
@@ -97,7 +101,7 @@ async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url:
 }
 
 /**
- * nginx as a reference proxy: one worker, keep-alive connections to the backend, forwarding headers and
+ * nginx as a reference proxy: as many workers as our gateway has processes (BENCH_GATEWAYS, 1), keep-alive connections to the backend, forwarding headers and
  * WebSocket upgrades like ours; its config, logs, pid and temp files in a temp dir; in the foreground.
  */
 async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; url: string; dir: string }> {
@@ -105,7 +109,7 @@ async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; ur
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   const port = await freePort();
   writeFileSync(join(dir, 'nginx.conf'), `
-worker_processes 1;
+worker_processes ${GATEWAYS};
 daemon off;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
@@ -154,7 +158,7 @@ interface HttpResult extends WrkResult {
 }
 
 async function measureHttp(label: string, base: string, options = WRK, pids?: () => number[]): Promise<HttpResult> {
-  const check = await fetch(base + PATH);
+  const check = await fetch(base + PATH, { signal: AbortSignal.timeout(10_000) }); // a stuck proxy fails its row, not the bench
   const text = await check.text();
   if (check.status !== 200 || text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${text.slice(0, 200)}`);
   await wrk(base + PATH, { ...options, seconds: WARMUP_SECONDS });
@@ -186,22 +190,30 @@ async function measureWs(label: string, url: string, pids?: () => number[]): Pro
 
 async function echoes(url: string, seconds: number): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, { handshakeTimeout: 10_000 });
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   })));
   const deadline = Date.now() + seconds * 1000;
   let trips = 0;
-  await Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
-    const payload = 'x'.repeat(64);
-    ws.on('message', () => {
-      trips++;
-      if (Date.now() < deadline) ws.send(payload);
-      else resolve();
-    });
-    ws.send(payload);
-  })));
-  for (const ws of clients) ws.close();
+  let stuck: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
+        const payload = 'x'.repeat(64);
+        ws.on('message', () => {
+          trips++;
+          if (Date.now() < deadline) ws.send(payload);
+          else resolve();
+        });
+        ws.send(payload);
+      }))),
+      new Promise<never>((_, reject) => { stuck = setTimeout(() => reject(new Error('an echo did not come back within 10 s of the end')), seconds * 1000 + 10_000); }),
+    ]);
+  } finally {
+    clearTimeout(stuck);
+    for (const ws of clients) ws.terminate();
+  }
   return trips;
 }
 
@@ -233,9 +245,13 @@ async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefi
   }
 }
 
-type Who = 'direct' | 'ours' | 'nginx' | 'chp' | 'baseline';
+/** Every gateway process of a hub (`gateway`, `gateway-2`, ...). */
+const gatewayPids = (hub: HubUnderTest): number[] =>
+  Object.entries(hub.children()).filter(([id, pid]) => /^gateway(-\d+)?$/.test(id) && pid).flatMap(([, pid]) => withChildren(pid!));
+
+type Who = 'direct' | 'floor' | 'ours' | 'nginx' | 'chp' | 'baseline';
 const BASELINE = process.env.BENCH_BASELINE;
-const LABELS: Record<Who, string> = { direct: 'backend directly', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
+const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
 const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
@@ -245,8 +261,10 @@ export async function proxy(): Promise<void> {
   let then: HubUnderTest | undefined; // this hub at BENCH_BASELINE
   let chp: { proc: ChildProcess; url: string } | undefined;
   let nginx: { proc: ChildProcess; url: string; dir: string } | undefined;
+  let floor: ChildProcess | undefined;
   const cleanup = async () => {
     chp?.proc.kill('SIGKILL');
+    floor?.kill('SIGKILL');
     nginx?.proc.kill('SIGQUIT');
     backend.proc.kill('SIGKILL');
     await hub?.stop();
@@ -259,7 +277,7 @@ export async function proxy(): Promise<void> {
   };
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().then(() => process.exit(130)));
   try {
-    const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] } };
+    const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] }, Supervisor: { gateways: GATEWAYS } };
     hub = await startHub({ config: benchConfig, healthTimeoutMs: 30_000 });
     await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
     if (BASELINE) {
@@ -268,32 +286,35 @@ export async function proxy(): Promise<void> {
     }
     chp = await startChp(backend.port);
     nginx = await startNginx(backend.port);
-    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, ours: hub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
+    const floorStarted = await startChild('floor forwarder', process.execPath, [join(REPO, 'test', 'bench', 'floor-forwarder.mjs'), String(backend.port)]);
+    floor = floorStarted.proc;
+    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, floor: `http://127.0.0.1:${floorStarted.firstLine}`, ours: hub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
     const pids: Record<Who, (() => number[]) | undefined> = {
-      direct: undefined, ours: () => withChildren(hub!.children().gateway), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
-      baseline: () => withChildren(then!.children().gateway),
+      direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
+      baseline: () => gatewayPids(then!),
     };
-    const order: Who[] = ['direct', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
-    log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body)`);
+    const order: Who[] = ['direct', 'floor', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
+    const webSockets = order.filter((k) => k !== 'floor'); // the floor forwarder relays no WebSocket
+    log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body); ${GATEWAYS} gateway process(es), nginx ${GATEWAYS} worker(s)`);
     /** ROUNDS rounds, each through every proxy in `order`; per proxy the round with the median `by`. */
-    const inRounds = async <T>(what: string, measure: (k: Who) => Promise<T>, by: (r: T) => number): Promise<Partial<Record<Who, T>>> => {
+    const inRounds = async <T>(what: string, measure: (k: Who) => Promise<T>, by: (r: T) => number, who = order): Promise<Partial<Record<Who, T>>> => {
       const runs: Partial<Record<Who, T[]>> = {};
       for (let round = 1; round <= ROUNDS; round++) {
         if (ROUNDS > 1) log(`${what}: round ${round} of ${ROUNDS}`);
-        for (const k of order) {
+        for (const k of who) {
           const r = await attempt(`${what} ${k}`, () => measure(k));
           if (r !== undefined) (runs[k] ??= []).push(r);
         }
       }
       const out: Partial<Record<Who, T>> = {};
-      for (const k of order) out[k] = medianOf(runs[k] ?? [], by);
+      for (const k of who) out[k] = medianOf(runs[k] ?? [], by);
       return out;
     };
     const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]), (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
     const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]), (r) => r.p50);
-    const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r);
+    const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r, webSockets);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
     console.log(`\nproxy summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; small GET; every row the median of ${ROUNDS} alternating rounds)`);
@@ -303,7 +324,11 @@ export async function proxy(): Promise<void> {
     console.log(`  ours/nginx: ${ratio(o?.reqPerSec, http.nginx?.reqPerSec)} req/s (goal >= 0.8x), p99 ${ratio(o?.p99, http.nginx?.p99)} of nginx's (goal <= 1.5x)`);
     console.log(`  ours/chp:   ${ratio(o?.reqPerSec, http.chp?.reqPerSec, 1)} req/s (goal >= 5x), p99 ${ratio(o?.p99, http.chp?.p99)} of chp's`);
     if (idle.ours && idle.direct) console.log(`  added p50 over direct at 1 connection: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms (goal <= 0.1 ms); nginx ${idle.nginx ? (idle.nginx.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms, chp ${idle.chp ? (idle.chp.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);
-    console.log(`  ws ours/chp: ${ratio(ws.ours, ws.chp)} (goal >= 2x); ours/nginx ${ratio(ws.ours, ws.nginx)}`);
+    console.log(`  floor forwarder (uWS in, net out, nothing checked or forwarded but method, path, Host, status and body): ` +
+      `floor/nginx ${ratio(http.floor?.reqPerSec, http.nginx?.reqPerSec)} req/s, ours/floor ${ratio(o?.reqPerSec, http.floor?.reqPerSec)}; ` +
+      `1 connection added p50 ${idle.floor && idle.direct ? (idle.floor.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);
+    console.log(`  ws ours/chp: ${ratio(ws.ours, ws.chp)} (goal >= 2x); ours/nginx ${ratio(ws.ours, ws.nginx)}; ` +
+      `no proxy at all (backend directly)/chp ${ratio(ws.direct, ws.chp)}, nginx/chp ${ratio(ws.nginx, ws.chp)}`);
     if (then) {
       console.log(`  now/then (${BASELINE}): ${ratio(o?.reqPerSec, http.baseline?.reqPerSec)} req/s, p99 ${ratio(o?.p99, http.baseline?.p99)}; ` +
         `1 connection p50 ${ratio(idle.ours?.p50, idle.baseline?.p50)}; ws ${ratio(ws.ours, ws.baseline)}`);
