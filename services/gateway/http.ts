@@ -34,6 +34,19 @@ export interface RequestInfo {
   denyReason?: string;
 }
 
+const addressDecoder = new TextDecoder();
+
+/**
+ * The client's address as text: IPv4 as dotted decimal from uWS's 4 raw bytes (no inet_ntop and no text
+ * buffer per request: this runs for every proxied request's X-Forwarded-For), IPv6 as uWS spells it.
+ */
+export function remoteAddressOf(res: uWS.HttpResponse): string {
+  const raw = res.getRemoteAddress();
+  if (raw.byteLength !== 4) return addressDecoder.decode(res.getRemoteAddressAsText());
+  const b = new Uint8Array(raw);
+  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
+}
+
 export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestInfo {
   const headers: Record<string, string> = {};
   req.forEach((k, v) => { headers[k] = v; });
@@ -42,7 +55,7 @@ export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestIn
     path: req.getUrl(),
     query: req.getQuery() ?? '',
     headers,
-    remoteAddress: Buffer.from(res.getRemoteAddressAsText()).toString(),
+    remoteAddress: remoteAddressOf(res),
     requestId: requestIdFor(headers['x-request-id']),
     start: performance.now(),
     route: 'unmatched',

@@ -6,7 +6,7 @@ import { bytesToClient, bytesToTarget } from '../metrics.js';
 import type uWS from 'uWebSockets.js';
 import { errors, httpBody, statusLine, type HubError } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
-import { errorPage } from '../http.js';
+import { errorPage, remoteAddressOf } from '../http.js';
 import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
 import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
 import type { RouteEntry } from './table.js';
@@ -21,12 +21,6 @@ export interface ForwardOptions {
 /** Methods a request may be sent again for, when a reused connection turned out closed before any answer. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
-const decoder = new TextDecoder();
-
-export function remoteAddressOf(res: uWS.HttpResponse): string {
-  return decoder.decode(res.getRemoteAddressAsText());
-}
-
 /** An error of the gateway's own: a page for browsers, JSON for API clients. */
 export function answerError(res: uWS.HttpResponse, err: HubError, browser: boolean): void {
   res.cork(() => {
@@ -36,16 +30,12 @@ export function answerError(res: uWS.HttpResponse, err: HubError, browser: boole
   });
 }
 
-/** `host[:port]` of a target, for a request whose client sent no Host. */
-export const targetHost = (entry: RouteEntry): string =>
-  `${entry.hostname.includes(':') ? `[${entry.hostname}]` : entry.hostname}:${entry.port}`;
-
 /** Starts forwarding; must be called synchronously from the uWS handler (it reads `req`). */
 export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: RouteEntry, path: string, pool: UpstreamPool, opts: ForwardOptions): void {
   const method = req.getCaseSensitiveMethod().toUpperCase();
   const query = req.getQuery();
   const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
-  const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), false);
+  const head = forwardRequestHead(req, remoteAddressOf(res), entry.host, false);
   const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);

@@ -12,6 +12,10 @@ export interface RouteEntry {
   readonly protocol: 'http:' | 'https:';
   readonly hostname: string;
   readonly port: number;
+  /** `host[:port]` of the target, for a request whose client sent no Host */
+  readonly host: string;
+  /** the target's upstream connection pool key (`http://host:port`), made once rather than per request */
+  readonly poolKey: string;
   /** the target URL's path without its trailing slash, prefixed to forwarded paths ('' usually) */
   readonly basePath: string;
   /** ms of the latest forwarded traffic not yet published, 0 when none */
@@ -34,12 +38,17 @@ export function toEntry(route: Route): RouteEntry | null {
     return null;
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) return null;
+  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+  const host = `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`;
   return {
     route,
     hub: route.data.hub === true,
     protocol: url.protocol,
-    hostname: url.hostname.replace(/^\[|\]$/g, ''),
-    port: Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    hostname,
+    port,
+    host,
+    poolKey: `${url.protocol}//${host}`,
     basePath: url.pathname.replace(/\/+$/, ''),
     lastActivity: 0,
     reportedUnreachable: 0,

@@ -168,7 +168,7 @@ export class UpstreamPool {
 
   /** A user that gave up before it got a connection. */
   cancel(entry: RouteEntry, user: UpstreamUser): void {
-    const target = this.targets.get(keyOf(entry));
+    const target = this.targets.get(entry.poolKey);
     if (!target) return;
     const i = target.waiting.findIndex((w) => w.user === user);
     if (i >= 0) target.waiting.splice(i, 1);
@@ -182,7 +182,7 @@ export class UpstreamPool {
   }
 
   private target(entry: RouteEntry): Target {
-    const key = keyOf(entry);
+    const key = entry.poolKey;
     let t = this.targets.get(key);
     if (!t) this.targets.set(key, (t = { key, idle: [], open: 0, waiting: [] }));
     return t;
@@ -270,4 +270,3 @@ export function openSocket(entry: RouteEntry, onData: (buf: Buffer) => void): ne
   return net.connect({ ...options, onread: { buffer: readBuffer, callback: (n: number) => { onData(readBuffer.subarray(0, n)); return true; } } });
 }
 
-const keyOf = (entry: RouteEntry): string => `${entry.protocol}//${entry.hostname}:${entry.port}`;

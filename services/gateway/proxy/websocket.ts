@@ -7,7 +7,8 @@ import type { Socket } from 'node:net';
 import uWS from 'uWebSockets.js';
 import { errors } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
-import { answerError, remoteAddressOf, targetHost } from './forward.js';
+import { remoteAddressOf } from '../http.js';
+import { answerError } from './forward.js';
 import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
 import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
 import { openSocket } from './upstream.js';
@@ -82,7 +83,7 @@ function upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_so
   const clientKey = req.getHeader('sec-websocket-key');
   const query = req.getQuery();
   const target = query ? `${entry.basePath}${path}?${query}` : entry.basePath + path;
-  const head = forwardRequestHead(req, remoteAddressOf(res), targetHost(entry), true);
+  const head = forwardRequestHead(req, remoteAddressOf(res), entry.host, true);
   const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return void answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
