@@ -101,8 +101,9 @@ async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url:
 }
 
 /**
- * nginx as a reference proxy: as many workers as our gateway has processes (BENCH_GATEWAYS, 1), keep-alive connections to the backend, forwarding headers and
- * WebSocket upgrades like ours; its config, logs, pid and temp files in a temp dir; in the foreground.
+ * nginx as a reference proxy: as many workers as our gateway has processes (BENCH_GATEWAYS, 1), keep-alive
+ * connections to the backend, forwarding headers and WebSocket upgrades like ours; its config, logs, pid and
+ * temp files in a temp dir; in the foreground.
  */
 async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-nginx-'));

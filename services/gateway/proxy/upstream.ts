@@ -182,9 +182,8 @@ export class UpstreamPool {
   }
 
   private target(entry: RouteEntry): Target {
-    const key = entry.poolKey;
-    let t = this.targets.get(key);
-    if (!t) this.targets.set(key, (t = { key, idle: [], open: 0, waiting: [] }));
+    let t = this.targets.get(entry.poolKey);
+    if (!t) this.targets.set(entry.poolKey, (t = { key: entry.poolKey, idle: [], open: 0, waiting: [] }));
     return t;
   }
 
@@ -269,4 +268,3 @@ export function openSocket(entry: RouteEntry, onData: (buf: Buffer) => void): ne
   }
   return net.connect({ ...options, onread: { buffer: readBuffer, callback: (n: number) => { onData(readBuffer.subarray(0, n)); return true; } } });
 }
-
