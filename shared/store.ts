@@ -24,6 +24,19 @@ export class Store {
     return store;
   }
 
+  /**
+   * A second, read-only connection to an actor's store, for a long read that must see one snapshot while the
+   * actor goes on writing through its own connection (WAL lets readers and a writer work at once).
+   */
+  static async openReadOnly(path: string): Promise<Store> {
+    const db = await new Promise<sqlite3.Database>((resolve, reject) => {
+      const d = new sqlite3.Database(path, sqlite3.OPEN_READONLY, (e) => (e ? reject(e) : resolve(d)));
+    });
+    const store = new Store(db);
+    await store.exec('PRAGMA busy_timeout = 5000;');
+    return store;
+  }
+
   /** migrations[i] takes the schema from version i to i+1; each runs in its own transaction. */
   private async migrate(migrations: readonly string[]): Promise<void> {
     const row = await this.get<{ user_version: number }>('PRAGMA user_version');

@@ -11,6 +11,15 @@ import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
   const store = await AuthStore.open(storePath(ctx.config.Hub.data_dir, 'auth'));
+  // The user index loads behind the first requests; a store that cannot be read whole is fatal (the supervisor restarts us).
+  const loadStart = performance.now();
+  store.indexLoaded.then(
+    () => ctx.log.info({ event: 'users.indexed', ms: Math.round(performance.now() - loadStart), bytes: store.indexBytes }, 'user index loaded'),
+    (e: unknown) => {
+      if (store.closing) return;
+      ctx.log.fatal({ event: 'users.index_failed', err: e }, 'cannot load the user index');
+      process.exit(1);
+    });
   const h = createAuthHandlers({
     store,
     audit: ctx.audit,

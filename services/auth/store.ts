@@ -46,6 +46,9 @@ const MIGRATIONS = [
      session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
      sealed TEXT NOT NULL
    );`,
+  // a million users: pages by activity while the index loads, active-user counts and the admin count are index ranges
+  `CREATE INDEX users_by_activity ON users(last_activity);
+   CREATE INDEX users_admins ON users(admin) WHERE admin = 1;`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
@@ -67,31 +70,120 @@ export interface UserListQuery {
   nameFilter?: string;
 }
 
-const placeholders = (n: number) => Array(n).fill('?').join(',');
+/** `column IN (…)` for a list of any length: one JSON parameter, so no statement meets SQLite's parameter limit. */
+const inList = (column: string) => `${column} IN (SELECT value FROM json_each(?))`;
+const listParam = (values: readonly (string | number)[]) => JSON.stringify(values);
+
+/** Rows read per statement while the index loads: short steps, so requests are answered in between. */
+const LOAD_CHUNK = 20_000;
 
 /** What a transaction changes in memory, applied when it commits: users added, other index changes, groups counted. */
-interface Staged { added: { id: number; name: string }[]; index: (() => void)[]; groups: number }
+interface Staged { added: { id: number; name: string }[]; index: IndexChange[]; groups: number }
+
+/** One change to the in-memory index; each sets a user's state, so replaying one the index already has is harmless. */
+type IndexChange =
+  | { kind: 'add'; users: { id: number; name: string }[] }
+  | { kind: 'remove'; id: number }
+  | { kind: 'rename'; id: number; name: string }
+  | { kind: 'touch'; id: number; at: string };
+
+/** `ORDER BY` of each sort when pages come from SQL (while the index loads): the same order as the index's. */
+const SQL_ORDER: Record<UserSort['key'], [string, string]> = {
+  id: ['id', 'id DESC'],
+  name: ['name', 'name DESC'],
+  last_activity: ['last_activity, id', 'last_activity DESC, id DESC'],
+};
 
 export class AuthStore {
   /**
    * Every user in id, name and activity order (see user-index.ts), so a page at any offset is a slice, never
-   * an OFFSET scan; its size is the total. Changes made inside a transaction apply when it commits.
+   * an OFFSET scan; its size is the total. It loads in the background after the store opens (a million users
+   * take seconds): until then unfiltered pages come from SQL and searches wait for it, and every change is
+   * queued and replayed onto it when it is whole. Changes made inside a transaction apply when it commits.
    */
   private readonly index = new UserIndex();
+  private queued: IndexChange[] | null = [];
+  /** settles when the index is whole; a failure to load it is fatal to the actor (see open) */
+  readonly indexLoaded: Promise<void>;
   private groupCount = 0;
   private staged: Staged | null = null;
+  /** set by close(): a load under way stops at its next step */
+  closing = false;
 
-  private constructor(private readonly db: Store) {}
+  private constructor(private readonly db: Store, path: string) {
+    this.indexLoaded = this.loadIndex(path);
+  }
 
+  /** Opens the store at once; the user index loads behind it (`indexLoaded`). */
   static async open(path: string): Promise<AuthStore> {
-    const s = new AuthStore(await Store.open(path, MIGRATIONS));
-    s.index.load(await s.db.all<{ id: number; name: string; last_activity: string | null }>('SELECT id, name, last_activity FROM users'));
+    const db = await Store.open(path, MIGRATIONS);
+    const s = new AuthStore(db, path);
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     return s;
   }
 
+  /** Reads every user from one snapshot of a second connection, then replays the changes made meanwhile. */
+  private async loadIndex(path: string): Promise<void> {
+    const reader = await Store.openReadOnly(path);
+    let byName: Int32Array;
+    try {
+      await reader.exec('BEGIN');
+      let lastId = 0;
+      for (;;) {
+        if (this.closing) throw new Error('auth store: closed while loading the user index');
+        const rows = await reader.all<{ id: number; name: string; last_activity: string | null }>(
+          'SELECT id, name, last_activity FROM users WHERE id > ? ORDER BY id LIMIT ?', [lastId, LOAD_CHUNK]);
+        if (!rows.length) break;
+        this.index.loadRows(rows);
+        lastId = rows[rows.length - 1].id;
+      }
+      byName = new Int32Array(this.index.size);
+      let n = 0;
+      let lastName: string | null = null;
+      for (;;) {
+        if (this.closing) throw new Error('auth store: closed while loading the user index');
+        const rows: { id: number; name: string }[] = lastName === null
+          ? await reader.all('SELECT id, name FROM users ORDER BY name LIMIT ?', [LOAD_CHUNK])
+          : await reader.all('SELECT id, name FROM users WHERE name > ? ORDER BY name LIMIT ?', [lastName, LOAD_CHUNK]);
+        if (!rows.length) break;
+        for (const r of rows) byName[n++] = r.id;
+        lastName = rows[rows.length - 1].name;
+      }
+      if (n !== byName.length) throw new Error(`auth store: ${byName.length} users by id but ${n} by name in one snapshot`);
+      await reader.exec('COMMIT');
+    } finally {
+      await reader.close();
+    }
+    this.index.finishLoad(byName);
+    const queued = this.queued ?? [];
+    this.queued = null;
+    for (const change of queued) this.applyToIndex(change);
+  }
+
+  /** Whether pages come from the index yet (false for the first seconds after a start with many users). */
+  get indexReady(): boolean {
+    return this.queued === null;
+  }
+
+  /** The index's size in bytes (arrays, arenas, cached searches). */
+  get indexBytes(): number {
+    return this.index.bytes;
+  }
+
+  private applyToIndex(change: IndexChange): void {
+    if (this.queued) {
+      this.queued.push(change);
+      return;
+    }
+    if (change.kind === 'add') this.index.add(change.users);
+    else if (change.kind === 'remove') this.index.remove(change.id);
+    else if (change.kind === 'rename') this.index.rename(change.id, change.name);
+    else this.index.touch(change.id, change.at);
+  }
+
   close(): Promise<void> {
-    return this.db.close();
+    this.closing = true;
+    return this.indexLoaded.catch(() => undefined).then(() => this.db.close());
   }
 
   async transaction<T>(work: () => Promise<T>): Promise<T> {
@@ -104,8 +196,8 @@ export class AuthStore {
         this.staged = null;
       }
     });
-    this.index.add(staged.added);
-    for (const apply of staged.index) apply();
+    if (staged.added.length) this.applyToIndex({ kind: 'add', users: staged.added });
+    for (const change of staged.index) this.applyToIndex(change);
     this.groupCount += staged.groups;
     return result;
   }
@@ -121,16 +213,17 @@ export class AuthStore {
     return this.db.get<UserRow>('SELECT * FROM users WHERE name = ?', [name]);
   }
 
-  /** How many users there are, and how many were active since each of `since` (ISO times). */
+  /** How many users there are, and how many were active since each of `since` (ISO times): index ranges, no scan of rows. */
   async userCounts(since: string[]): Promise<{ total: number; active: number[] }> {
-    const sums = since.map((_, i) => `SUM(CASE WHEN last_activity >= ? THEN 1 ELSE 0 END) AS a${i}`).join(', ');
-    const row = await this.db.get<Record<string, number | null>>(`SELECT COUNT(*) AS total${sums ? `, ${sums}` : ''} FROM users`, since);
-    return { total: row?.total ?? 0, active: since.map((_, i) => row?.[`a${i}`] ?? 0) };
+    const total = (await this.db.get<{ n: number }>('SELECT count(*) AS n FROM users'))?.n ?? 0;
+    const active: number[] = [];
+    for (const t of since) active.push((await this.db.get<{ n: number }>('SELECT count(*) AS n FROM users WHERE last_activity >= ?', [t]))?.n ?? 0);
+    return { total, active };
   }
 
   async getUsers(names: string[]): Promise<UserRow[]> {
     if (!names.length) return [];
-    return this.db.all<UserRow>(`SELECT * FROM users WHERE name IN (${placeholders(names.length)})`, names);
+    return this.db.all<UserRow>(`SELECT * FROM users WHERE ${inList('name')}`, [listParam(names)]);
   }
 
   /**
@@ -138,33 +231,37 @@ export class AuthStore {
    * in-memory index (or of its cached search): O(limit) at any offset.
    */
   async listUsers(offset: number, limit: number, { only, exclude = [], sort = { key: 'id', desc: false }, nameFilter = '' }: UserListQuery = {}): Promise<{ rows: UserRow[]; total: number }> {
+    if (!this.indexReady) {
+      if (!only && !nameFilter) return this.listUsersFromSql(offset, limit, exclude, sort);
+      await this.indexLoaded;
+    }
     if (!only && !exclude.length) {
       if (!nameFilter) {
         const ids = this.index.page(sort, offset, limit);
         return { rows: sort.key === 'id' ? await this.usersInIdRange(ids, sort.desc) : await this.usersByIds(ids), total: this.index.size };
       }
       const ids = this.index.matching(nameFilter, sort);
-      return { rows: await this.usersByIds(ids.slice(offset, offset + limit)), total: ids.length };
+      return { rows: await this.usersByIds(Array.from(ids.subarray(offset, offset + limit))), total: ids.length };
     }
     if (!only && !nameFilter) {
       // everyone but a few (e.g. ?state=inactive): a walk of the index, O(offset + limit + excluded)
-      const excluded = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE name IN (${placeholders(exclude.length)})`, exclude))!.n;
-      return { rows: await this.usersByIds(this.index.pageExcept(sort, offset, limit, new Set(exclude))), total: this.index.size - excluded };
+      const excluded = new Set((await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${inList('name')}`, [listParam(exclude)])).map((r) => r.id));
+      return { rows: await this.usersByIds(this.index.pageExcept(sort, offset, limit, excluded)), total: this.index.size - excluded.size };
     }
     const conditions: string[] = [];
-    const params: (string | number)[] = [];
+    const params: string[] = [];
     if (only) {
-      conditions.push(`(name IN (${placeholders(only.names.length)}) OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE g.name IN (${placeholders(only.groups.length)})))`);
-      params.push(...only.names, ...only.groups);
+      conditions.push(`(${inList('name')} OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE ${inList('g.name')}))`);
+      params.push(listParam(only.names), listParam(only.groups));
     }
     if (exclude.length) {
-      conditions.push(`name NOT IN (${placeholders(exclude.length)})`);
-      params.push(...exclude);
+      conditions.push(`NOT ${inList('name')}`);
+      params.push(listParam(exclude));
     }
     if (nameFilter) {
       // SQLite's lower() folds ASCII only ('ÉMILE' must find 'émile'): the index matches, SQL gets one JSON array
-      conditions.push('id IN (SELECT value FROM json_each(?))');
-      params.push(JSON.stringify(this.index.matching(nameFilter, { key: 'id', desc: false })));
+      conditions.push(inList('id'));
+      params.push(listParam(Array.from(this.index.matching(nameFilter, { key: 'id', desc: false }))));
     }
     const where = conditions.join(' AND ');
     if (sort.key === 'id') {
@@ -175,6 +272,16 @@ export class AuthStore {
     // other orders include activity not yet written: the index knows it, SQL does not
     const ids = (await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${where}`, params)).map((r) => r.id);
     return { rows: await this.usersByIds(this.index.sort(ids, sort).slice(offset, offset + limit)), total: ids.length };
+  }
+
+  /** Pages while the index loads: SQLite's own indexes (id, name, last_activity), OFFSET scans for a few seconds. */
+  private async listUsersFromSql(offset: number, limit: number, exclude: string[], sort: UserSort): Promise<{ rows: UserRow[]; total: number }> {
+    const where = exclude.length ? `WHERE NOT ${inList('name')}` : '';
+    const params = exclude.length ? [listParam(exclude)] : [];
+    const order = SQL_ORDER[sort.key][sort.desc ? 1 : 0];
+    const rows = await this.db.all<UserRow>(`SELECT * FROM users ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users ${where}`, params))!.n;
+    return { rows, total };
   }
 
   /**
@@ -190,14 +297,14 @@ export class AuthStore {
   /** Rows of these ids, in this order. */
   private async usersByIds(ids: number[]): Promise<UserRow[]> {
     if (!ids.length) return [];
-    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE id IN (${placeholders(ids.length)})`, ids);
+    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${inList('id')}`, [listParam(ids)]);
     const byId = new Map(rows.map((r) => [r.id, r]));
     return ids.map((id) => byId.get(id)).filter((r): r is UserRow => r !== undefined);
   }
 
   /** Activity not yet written still orders `sort=last_activity` pages at once. */
   noteActivity(id: number, at: string): void {
-    this.index.touch(id, at);
+    this.applyToIndex({ kind: 'touch', id, at });
   }
 
   /** Group names of each user id, for one page of users at a time. */
@@ -210,8 +317,8 @@ export class AuthStore {
     for (const id of userIds) if (id < lo) lo = id; else if (id > hi) hi = id;
     const dense = hi - lo < 2 * userIds.length;
     const rows = await this.db.all<{ user_id: number; name: string }>(
-      `SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE m.user_id ${dense ? 'BETWEEN ? AND ?' : `IN (${placeholders(userIds.length)})`} ORDER BY g.id`,
-      dense ? [lo, hi] : userIds);
+      `SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE ${dense ? 'm.user_id BETWEEN ? AND ?' : inList('m.user_id')} ORDER BY g.id`,
+      dense ? [lo, hi] : [listParam(userIds)]);
     for (const r of rows) out.get(r.user_id)?.push(r.name);
     return out;
   }
@@ -230,7 +337,7 @@ export class AuthStore {
       const rows = await this.db.all<{ id: number; name: string }>(
         `INSERT INTO users (name, admin, created) VALUES ${chunk.map(() => '(?, ?, ?)').join(',')} RETURNING id, name`,
         chunk.flatMap((n) => [n, admin ? 1 : 0, created]));
-      staged.added.push(...rows);
+      for (const r of rows) staged.added.push(r);
     }
   }
 
@@ -239,7 +346,7 @@ export class AuthStore {
       const staged = this.stage();
       const row = await this.getUser(name);
       await this.db.run('UPDATE users SET name = ? WHERE name = ?', [changes.name, name]);
-      if (row) staged.index.push(() => this.index.rename(row.id, changes.name!));
+      if (row) staged.index.push({ kind: 'rename', id: row.id, name: changes.name });
     }
     if (changes.admin !== undefined) await this.db.run('UPDATE users SET admin = ? WHERE name = ?', [changes.admin ? 1 : 0, changes.name ?? name]);
   }
@@ -249,7 +356,7 @@ export class AuthStore {
     const row = await this.getUser(name);
     if (!row) return false;
     await this.db.run('DELETE FROM users WHERE id = ?', [row.id]);
-    staged.index.push(() => this.index.remove(row.id));
+    staged.index.push({ kind: 'remove', id: row.id });
     return true;
   }
 
@@ -270,7 +377,7 @@ export class AuthStore {
     const out = new Map<number, string[]>(groupIds.map((id) => [id, []]));
     if (!groupIds.length) return out;
     const rows = await this.db.all<{ group_id: number; name: string }>(
-      `SELECT m.group_id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id IN (${placeholders(groupIds.length)}) ORDER BY u.id`, groupIds);
+      `SELECT m.group_id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE ${inList('m.group_id')} ORDER BY u.id`, [listParam(groupIds)]);
     for (const r of rows) out.get(r.group_id)!.push(r.name);
     return out;
   }
@@ -279,9 +386,8 @@ export class AuthStore {
     if (!onlyNames) {
       return { rows: await this.db.all<GroupRow>('SELECT * FROM groups ORDER BY id LIMIT ? OFFSET ?', [limit, offset]), total: this.groupCount };
     }
-    const inList = `name IN (${placeholders(onlyNames.length)})`;
-    const rows = await this.db.all<GroupRow>(`SELECT * FROM groups WHERE ${inList} ORDER BY id LIMIT ? OFFSET ?`, [...onlyNames, limit, offset]);
-    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM groups WHERE ${inList}`, onlyNames))!.n;
+    const rows = await this.db.all<GroupRow>(`SELECT * FROM groups WHERE ${inList('name')} ORDER BY id LIMIT ? OFFSET ?`, [listParam(onlyNames), limit, offset]);
+    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM groups WHERE ${inList('name')}`, [listParam(onlyNames)]))!.n;
     return { rows, total };
   }
 
@@ -300,12 +406,12 @@ export class AuthStore {
 
   async addMembers(groupId: number, userNames: string[]): Promise<void> {
     if (!userNames.length) return;
-    await this.db.run(`INSERT OR IGNORE INTO group_members (group_id, user_id) SELECT ?, id FROM users WHERE name IN (${placeholders(userNames.length)})`, [groupId, ...userNames]);
+    await this.db.run(`INSERT OR IGNORE INTO group_members (group_id, user_id) SELECT ?, id FROM users WHERE ${inList('name')}`, [groupId, listParam(userNames)]);
   }
 
   async removeMembers(groupId: number, userNames: string[]): Promise<void> {
     if (!userNames.length) return;
-    await this.db.run(`DELETE FROM group_members WHERE group_id = ? AND user_id IN (SELECT id FROM users WHERE name IN (${placeholders(userNames.length)}))`, [groupId, ...userNames]);
+    await this.db.run(`DELETE FROM group_members WHERE group_id = ? AND user_id IN (SELECT id FROM users WHERE ${inList('name')})`, [groupId, listParam(userNames)]);
   }
 
   // ---- passwords, sessions, login failures ----

@@ -1,175 +1,411 @@
 // Every user id in three orders (id, name, last activity), kept in memory by the auth store so that a page
-// of `GET /hub/api/users?sort=…` at any offset is a slice of ids (O(limit)), never an OFFSET scan. Updates
-// are a binary search plus an array splice (a memmove: tens of µs at 100,000 users). Name searches
-// (`name_filter`) are answered here too: one pass over the lower-cased names in the asked order, kept
-// until the index changes, so the next pages of one search are slices as well.
-import { SORT_KEYS, type SortKey, type UserSort } from '../../shared/lists.js';
+// of `GET /hub/api/users?sort=…` at any offset is a slice of ids (O(limit)), never an OFFSET scan; and every
+// name, so that `name_filter` is one native substring scan. Sized for a million users: no object per user.
+//   - names: one byte arena of UTF-8 names (NUL after each: names hold no control character, shared/names.ts),
+//     and a second arena of the lower-cased names that differ from their name (the hub lower-cases user names,
+//     so it is nearly empty); an entry is appended per add or rename, and the dead ones are compacted away;
+//   - per id (ids are SQLite's rowids: dense): its entry and its last activity in ms (0: never);
+//   - the three orders: Int32Arrays of ids. An insert is a binary search plus one memmove; a batch is merged
+//     in one pass from the end (O(n + k log n)), so a bulk create of thousands is one move of each array.
+// Name order is byte order of UTF-8, which is SQLite's BINARY collation: the index and `ORDER BY name` agree.
+// Nothing here spreads or recurses over a list whose length users decide.
+import { type SortKey, type UserSort } from '../../shared/lists.js';
 
-interface Entry { name: string; lower: string; activity: string }
-
-/** How many searches keep their matching ids (per order) between pages. */
+/** How many ids the cached searches may hold together (4 bytes each): the cache is bounded in bytes. */
+const SEARCH_CACHE_IDS = 4_000_000;
+/** At most this many searches are kept, the least recently used dropped first. */
 const SEARCH_CACHE_SIZE = 32;
 
+/** A growable list of int32s (ids, or positions in an arena). */
+class IntList {
+  a: Int32Array;
+  n = 0;
+  constructor(capacity = 1024) {
+    this.a = new Int32Array(capacity);
+  }
+
+  reserve(extra: number): void {
+    if (this.n + extra <= this.a.length) return;
+    const grown = new Int32Array(Math.max(this.a.length * 2, this.n + extra));
+    grown.set(this.a.subarray(0, this.n));
+    this.a = grown;
+  }
+
+  push(v: number): void {
+    this.reserve(1);
+    this.a[this.n++] = v;
+  }
+
+  removeAt(i: number): void {
+    this.a.copyWithin(i, i + 1, this.n);
+    this.n--;
+  }
+
+  /** A copy of the live part, as the orders are handed out. */
+  view(): Int32Array {
+    return this.a.subarray(0, this.n);
+  }
+}
+
+/** Names one after the other as UTF-8, each followed by a NUL. */
+class Arena {
+  buf = Buffer.allocUnsafe(1 << 16);
+  used = 0;
+
+  /** Appends `text` and returns where it starts. */
+  append(text: string): number {
+    const need = Buffer.byteLength(text) + 1;
+    if (this.used + need > this.buf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + need));
+      this.buf.copy(grown, 0, 0, this.used);
+      this.buf = grown;
+    }
+    const start = this.used;
+    this.buf.write(text, start);
+    this.buf[start + need - 1] = 0;
+    this.used += need;
+    return start;
+  }
+
+  /** Where the text starting at `start` ends (its NUL). */
+  end(start: number): number {
+    return this.buf.indexOf(0, start);
+  }
+}
+
 export class UserIndex {
-  private readonly entries = new Map<number, Entry>();
-  private readonly byId: number[] = [];
-  private readonly byName: number[] = [];
-  /** ascending by (last_activity, id), never-active users ('') first: descending is this reversed, nulls last */
-  private readonly byActivity: number[] = [];
-  /** bumped on every change; a cached search of an older version is stale */
-  private version = 0;
-  private readonly searches = new Map<string, { version: number; ids: number[] }>();
+  private names = new Arena();
+  /** lower-cased names that differ from their name, and the entry each belongs to */
+  private lowers = new Arena();
+  private lowerEntry = new IntList(64);
+  private lowerStart = new IntList(64);
+  /** per entry: where its name starts, the id it was made for, where its lower-cased name starts (-1: the name) */
+  private nameStart = new IntList();
+  private entryId = new IntList();
+  private entryLower = new IntList();
+  /** per id: its entry + 1 (0: no such user) */
+  private entryOf = new Int32Array(1024);
+  /** per id: last activity in epoch ms (0: never active) */
+  private activity = new Float64Array(1024);
+  private live = 0;
+
+  private readonly byId = new IntList();
+  private readonly byName = new IntList();
+  /** ascending by (last activity, id), never-active users first: descending is this reversed, never-active last */
+  private readonly byActivity = new IntList();
+  /** searches' matching ids, dropped whole on any change */
+  private readonly searches = new Map<string, Int32Array>();
+  private cachedIds = 0;
 
   private readonly cmp: Record<SortKey, (a: number, b: number) => number> = {
     id: (a, b) => a - b,
     name: (a, b) => {
-      const x = this.entries.get(a)!.name;
-      const y = this.entries.get(b)!.name;
-      return x < y ? -1 : x > y ? 1 : a - b;
+      const sa = this.nameStart.a[this.entryOf[a] - 1];
+      const sb = this.nameStart.a[this.entryOf[b] - 1];
+      // buf.compare(target…, source…) orders the source (a) against the target (b)
+      return this.names.buf.compare(this.names.buf, sb, this.names.end(sb), sa, this.names.end(sa)) || a - b;
     },
-    last_activity: (a, b) => {
-      const x = this.entries.get(a)!.activity;
-      const y = this.entries.get(b)!.activity;
-      return x < y ? -1 : x > y ? 1 : a - b;
-    },
+    last_activity: (a, b) => this.activity[a] - this.activity[b] || a - b,
   };
 
   get size(): number {
-    return this.byId.length;
+    return this.live;
   }
 
-  private order(key: SortKey): number[] {
+  has(id: number): boolean {
+    return id > 0 && id < this.entryOf.length && this.entryOf[id] !== 0;
+  }
+
+  /** Bytes held (arrays and arenas), for the README's figures and the memory test. */
+  get bytes(): number {
+    const lists = [this.lowerEntry, this.lowerStart, this.nameStart, this.entryId, this.entryLower, this.byId, this.byName, this.byActivity];
+    let n = this.names.buf.length + this.lowers.buf.length + this.entryOf.byteLength + this.activity.byteLength;
+    for (const l of lists) n += l.a.byteLength;
+    return n + this.cachedIds * 4;
+  }
+
+  private order(key: SortKey): IntList {
     return key === 'id' ? this.byId : key === 'name' ? this.byName : this.byActivity;
   }
 
-  /** First position in `list` whose id sorts at or after `id` (which must be in `entries`). */
-  private position(list: number[], key: SortKey, id: number): number {
+  private ensureId(id: number): void {
+    if (!Number.isSafeInteger(id) || id <= 0 || id >= 2 ** 31) throw new Error(`user index: id ${id} is not a positive int32`);
+    if (id < this.entryOf.length) return;
+    const size = Math.max(this.entryOf.length * 2, id + 1);
+    const entries = new Int32Array(size);
+    entries.set(this.entryOf);
+    this.entryOf = entries;
+    const times = new Float64Array(size);
+    times.set(this.activity);
+    this.activity = times;
+  }
+
+  /** A new entry for `id` named `name` (the old one, if any, is left dead). */
+  private setName(id: number, name: string): void {
+    const entry = this.nameStart.n;
+    this.nameStart.push(this.names.append(name));
+    this.entryId.push(id);
+    const lower = name.toLowerCase();
+    if (lower === name) this.entryLower.push(-1);
+    else {
+      const start = this.lowers.append(lower);
+      this.entryLower.push(start);
+      this.lowerStart.push(start);
+      this.lowerEntry.push(entry);
+    }
+    this.entryOf[id] = entry + 1;
+  }
+
+  private nameOf(id: number): string {
+    const start = this.nameStart.a[this.entryOf[id] - 1];
+    return this.names.buf.toString('utf8', start, this.names.end(start));
+  }
+
+  /** First position in `list` whose id sorts at or after `id` (whose keys must be set), from `lo`. */
+  private position(list: IntList, key: SortKey, id: number, lo = 0): number {
     const cmp = this.cmp[key];
-    let lo = 0;
-    let hi = list.length;
+    let hi = list.n;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (cmp(list[mid], id) < 0) lo = mid + 1;
+      if (cmp(list.a[mid], id) < 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;
   }
 
-  private insert(key: SortKey, id: number): void {
+  /** Merges `ids` (not yet in the order) into it: each position found in the old order, one move of each segment. */
+  private insertMany(key: SortKey, ids: Int32Array): void {
     const list = this.order(key);
-    list.splice(this.position(list, key, id), 0, id);
+    const fresh = ids.slice().sort(this.cmp[key]);
+    const k = fresh.length;
+    const at = new Int32Array(k);
+    let lo = 0;
+    for (let i = 0; i < k; i++) lo = at[i] = this.position(list, key, fresh[i], lo);
+    list.reserve(k);
+    let end = list.n;
+    for (let i = k - 1; i >= 0; i--) {
+      list.a.copyWithin(at[i] + i + 1, at[i], end);
+      list.a[at[i] + i] = fresh[i];
+      end = at[i];
+    }
+    list.n += k;
   }
 
   private unlink(key: SortKey, id: number): void {
     const list = this.order(key);
     const i = this.position(list, key, id);
-    if (list[i] === id) list.splice(i, 1);
+    if (list.a[i] === id) list.removeAt(i);
   }
 
-  /** Loads many users at once (at start): one sort per order instead of an insert each. */
-  load(rows: { id: number; name: string; last_activity: string | null }[]): void {
+  private changed(): void {
+    if (this.searches.size) {
+      this.searches.clear();
+      this.cachedIds = 0;
+    }
+    // a rename or removal leaves its old entry dead: rebuild the arenas once they are mostly dead
+    if (this.nameStart.n > 1024 && this.nameStart.n > 2 * this.live) this.compact();
+  }
+
+  private compact(): void {
+    const old = { names: this.names, starts: this.nameStart, ids: this.entryId };
+    this.names = new Arena();
+    this.lowers = new Arena();
+    this.lowerEntry = new IntList(64);
+    this.lowerStart = new IntList(64);
+    this.nameStart = new IntList(Math.max(1024, this.live));
+    this.entryId = new IntList(Math.max(1024, this.live));
+    this.entryLower = new IntList(Math.max(1024, this.live));
+    for (let e = 0; e < old.starts.n; e++) {
+      const id = old.ids.a[e];
+      if (this.entryOf[id] !== e + 1) continue;
+      const start = old.starts.a[e];
+      this.setName(id, old.names.buf.toString('utf8', start, old.names.end(start)));
+    }
+  }
+
+  // ---- loading (at start, in the background: see AuthStore) ----
+
+  /** Users read in ascending id order: each appended to the id order. The other orders come with finishLoad. */
+  loadRows(rows: readonly { id: number; name: string; last_activity: string | null }[]): void {
     for (const r of rows) {
-      this.entries.set(r.id, { name: r.name, lower: r.name.toLowerCase(), activity: r.last_activity ?? '' });
+      if (this.has(r.id)) continue;
+      this.ensureId(r.id);
+      this.setName(r.id, r.name);
+      this.activity[r.id] = r.last_activity ? Date.parse(r.last_activity) || 0 : 0;
       this.byId.push(r.id);
+      this.live++;
     }
-    this.byId.sort(this.cmp.id);
-    this.byName.push(...this.byId);
-    this.byName.sort(this.cmp.name);
-    this.byActivity.push(...this.byId);
-    this.byActivity.sort(this.cmp.last_activity);
-    this.version++;
   }
 
-  /** New users (never active). A large batch is appended and sorted once rather than spliced in one by one. */
-  add(users: { id: number; name: string }[]): void {
-    const fresh = users.filter((u) => !this.entries.has(u.id));
-    for (const u of fresh) this.entries.set(u.id, { name: u.name, lower: u.name.toLowerCase(), activity: '' });
-    for (const key of SORT_KEYS) {
-      if (fresh.length <= 32) {
-        for (const u of fresh) this.insert(key, u.id);
-      } else {
-        const list = this.order(key);
-        list.push(...fresh.map((u) => u.id));
-        list.sort(this.cmp[key]);
+  /** The name order as the store read it (SQLite's index on name: the same byte order), then the activity order. */
+  finishLoad(idsByName: Int32Array): void {
+    this.byName.reserve(idsByName.length);
+    this.byName.a.set(idsByName, 0);
+    this.byName.n = idsByName.length;
+    const byActivity = this.byId.view().slice().sort(this.cmp.last_activity);
+    this.byActivity.reserve(byActivity.length);
+    this.byActivity.a.set(byActivity, 0);
+    this.byActivity.n = byActivity.length;
+    this.searches.clear();
+    this.cachedIds = 0;
+  }
+
+  // ---- changes (each one sets a user's state, so replaying changes the loaded state already has is harmless) ----
+
+  /** New users (never active); one already there under another name is renamed. */
+  add(users: readonly { id: number; name: string }[]): void {
+    const fresh = new Int32Array(users.length);
+    let k = 0;
+    for (const u of users) {
+      if (this.has(u.id)) {
+        this.rename(u.id, u.name);
+        continue;
       }
+      this.ensureId(u.id);
+      this.setName(u.id, u.name);
+      this.activity[u.id] = 0;
+      fresh[k++] = u.id;
     }
-    if (fresh.length) this.version++;
+    if (!k) return;
+    for (const key of ['id', 'name', 'last_activity'] as const) this.insertMany(key, fresh.subarray(0, k));
+    this.live += k;
+    this.changed();
   }
 
   remove(id: number): void {
-    if (!this.entries.has(id)) return;
-    for (const key of SORT_KEYS) this.unlink(key, id);
-    this.entries.delete(id);
-    this.version++;
+    if (!this.has(id)) return;
+    for (const key of ['id', 'name', 'last_activity'] as const) this.unlink(key, id);
+    this.entryOf[id] = 0;
+    this.activity[id] = 0;
+    this.live--;
+    this.changed();
   }
 
   rename(id: number, name: string): void {
-    const e = this.entries.get(id);
-    if (!e || e.name === name) return;
+    if (!this.has(id) || this.nameOf(id) === name) return;
     this.unlink('name', id);
-    e.name = name;
-    e.lower = name.toLowerCase();
-    this.insert('name', id);
-    this.version++;
+    this.setName(id, name);
+    this.insertMany('name', Int32Array.of(id));
+    this.changed();
   }
 
-  /** Activity only moves forward (ISO times in one format compare as strings). */
-  touch(id: number, activity: string): void {
-    const e = this.entries.get(id);
-    if (!e || activity <= e.activity) return;
+  /** Activity only moves forward (ISO times). */
+  touch(id: number, at: string): void {
+    const ms = Date.parse(at);
+    if (!this.has(id) || !(ms > this.activity[id])) return;
     this.unlink('last_activity', id);
-    e.activity = activity;
-    this.insert('last_activity', id);
-    this.version++;
+    this.activity[id] = ms;
+    this.insertMany('last_activity', Int32Array.of(id));
+    this.changed();
   }
+
+  // ---- reads ----
 
   /** Ids of one page of all users. */
   page(sort: UserSort, offset: number, limit: number): number[] {
     const list = this.order(sort.key);
-    if (!sort.desc) return list.slice(offset, offset + limit);
     const out: number[] = [];
-    for (let i = list.length - 1 - offset; i >= 0 && out.length < limit; i--) out.push(list[i]);
+    if (!sort.desc) for (let i = offset; i < list.n && out.length < limit; i++) out.push(list.a[i]);
+    else for (let i = list.n - 1 - offset; i >= 0 && out.length < limit; i--) out.push(list.a[i]);
     return out;
   }
 
-  /** A page of all users but those named in `exclude` (e.g. users with servers): a walk of the order, no sort. */
-  pageExcept(sort: UserSort, offset: number, limit: number, exclude: ReadonlySet<string>): number[] {
+  /** A page of all users but the ids in `exclude` (e.g. users with servers): a walk of the order, no sort. */
+  pageExcept(sort: UserSort, offset: number, limit: number, exclude: ReadonlySet<number>): number[] {
     const list = this.order(sort.key);
     const out: number[] = [];
     let skip = offset;
-    for (let k = 0; k < list.length && out.length < limit; k++) {
-      const id = list[sort.desc ? list.length - 1 - k : k];
-      if (exclude.has(this.entries.get(id)!.name)) continue;
+    for (let k = 0; k < list.n && out.length < limit; k++) {
+      const id = list.a[sort.desc ? list.n - 1 - k : k];
+      if (exclude.has(id)) continue;
       if (skip > 0) skip--;
       else out.push(id);
     }
     return out;
   }
 
-  /** Some users (a filtered list) in the same order a full list would show them. */
-  sort(ids: number[], sort: UserSort): number[] {
-    const known = ids.filter((id) => this.entries.has(id)).sort(this.cmp[sort.key]);
-    return sort.desc ? known.reverse() : known;
+  /** Some users (a filtered list) in the order a full list would show them. */
+  sort(ids: readonly number[], sort: UserSort): number[] {
+    const marked = new Uint8Array(this.entryOf.length);
+    const found = new IntList(Math.max(16, ids.length));
+    for (const id of ids) if (this.has(id) && !marked[id]) { marked[id] = 1; found.push(id); }
+    return Array.from(this.inOrder(marked, found, sort));
+  }
+
+  /** The marked ids (also listed in `found`) in `sort` order: a sort of few, or one walk of the order for many. */
+  private inOrder(marked: Uint8Array, found: IntList, sort: UserSort): Int32Array {
+    if (found.n * 20 < this.live) {
+      const out = found.view().slice().sort(this.cmp[sort.key]);
+      return sort.desc ? out.reverse() : out;
+    }
+    const out = new Int32Array(found.n);
+    let k = 0;
+    const list = this.order(sort.key);
+    if (!sort.desc) for (let i = 0; i < list.n; i++) { if (marked[list.a[i]]) out[k++] = list.a[i]; }
+    else for (let i = list.n - 1; i >= 0; i--) if (marked[list.a[i]]) out[k++] = list.a[i];
+    return out;
   }
 
   /**
-   * Ids of the users whose name contains `search` (any case), in `sort` order: one pass over the names
-   * (~1 ms per 100,000 users) for a new search, then a cached list until the index changes.
+   * Ids of the users whose name contains `search` (any case), in `sort` order: Buffer.indexOf over the name
+   * arenas for a new search, then a cached list (bounded in bytes) until the index changes.
    */
-  matching(search: string, sort: UserSort): number[] {
+  matching(search: string, sort: UserSort): Int32Array {
     const needle = search.toLowerCase();
     const cacheKey = `${sort.key}${sort.desc ? '-' : '+'}${needle}`;
     const hit = this.searches.get(cacheKey);
-    this.searches.delete(cacheKey); // re-inserted last: the oldest search is the first key
-    if (hit && hit.version === this.version) {
+    if (hit) {
+      this.searches.delete(cacheKey); // re-inserted last: the oldest search is the first key
       this.searches.set(cacheKey, hit);
-      return hit.ids;
+      return hit;
     }
-    const ids: number[] = [];
-    for (const id of this.order(sort.key)) if (this.entries.get(id)!.lower.includes(needle)) ids.push(id);
-    if (sort.desc) ids.reverse();
-    this.searches.set(cacheKey, { version: this.version, ids });
-    if (this.searches.size > SEARCH_CACHE_SIZE) this.searches.delete(this.searches.keys().next().value!);
+    const bytes = Buffer.from(needle);
+    const marked = new Uint8Array(this.entryOf.length);
+    const found = new IntList(64);
+    const mark = (entry: number) => {
+      const id = this.entryId.a[entry];
+      if (this.entryOf[id] === entry + 1 && !marked[id]) { marked[id] = 1; found.push(id); }
+    };
+    // names that are their own lower case (nearly all): hits in the name arena
+    this.scan(this.names, this.nameStart, bytes, (entry) => { if (this.entryLower.a[entry] === -1) mark(entry); });
+    // the others: hits in the lower-case arena
+    this.scan(this.lowers, this.lowerStart, bytes, (i) => mark(this.lowerEntry.a[i]));
+    const ids = this.inOrder(marked, found, sort);
+    this.remember(cacheKey, ids);
     return ids;
+  }
+
+  /** Every entry of `arena` (starts in `starts`, ascending) whose text contains `needle`, once each. */
+  private scan(arena: Arena, starts: IntList, needle: Buffer, found: (i: number) => void): void {
+    if (!starts.n) return;
+    let from = 0;
+    let i = 0;
+    for (;;) {
+      const at = needle.length ? arena.buf.indexOf(needle, from) : from;
+      if (at < 0 || at >= arena.used) return;
+      // the entry holding `at`: the last start at or before it, searched from the previous one
+      let lo = i;
+      let hi = starts.n - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >>> 1;
+        if (starts.a[mid] <= at) lo = mid;
+        else hi = mid - 1;
+      }
+      found(lo);
+      i = lo + 1;
+      if (i >= starts.n) return;
+      from = starts.a[i];
+    }
+  }
+
+  private remember(key: string, ids: Int32Array): void {
+    if (ids.length > SEARCH_CACHE_IDS) return;
+    this.searches.set(key, ids);
+    this.cachedIds += ids.length;
+    for (const [oldest, cached] of this.searches) {
+      if (this.searches.size <= SEARCH_CACHE_SIZE && this.cachedIds <= SEARCH_CACHE_IDS) break;
+      this.searches.delete(oldest);
+      this.cachedIds -= cached.length;
+    }
   }
 }
