@@ -1,6 +1,7 @@
 // The command line's grammar: `hub [verb] [arguments] [--verb-flags] [--config FILE] [--Section.option=value ...]`.
 // A verb's own flags are lower-case words (`--admin`, `--since 1h`); configuration overrides name a section
 // (`--Hub.port=8001`); anything else is a usage error (exit code 2), reported in one line.
+import { pushAll } from '../shared/lists.js';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -41,7 +42,7 @@ export function parseArgs(verb: string, args: readonly string[], spec: ArgSpec):
   for (let i = 0; i < args.length; i++) {
     const arg = args[i];
     if (arg === '--') {
-      out.positional.push(...args.slice(i + 1));
+      pushAll(out.positional, args.slice(i + 1));
       break;
     }
     if (arg === '--config') {

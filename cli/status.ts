@@ -6,6 +6,7 @@ import type { VerbInput } from './main.js';
 import { readProcesses } from '../shared/processes.js';
 import { runningHub } from './hub.js';
 import type { HubConfig } from '../shared/config.js';
+import { pushAll } from '../shared/lists.js';
 
 /** RSS counts pages shared between the Node processes once per process; PSS divides them fairly. */
 function memoryOf(pid: number): { rssKb: number; pssKb: number } | null {
@@ -69,8 +70,10 @@ export async function status({ config }: VerbInput): Promise<number> {
       client.close();
     }
   }));
-  out.push(`${'actor'.padEnd(14)} ${'instance'.padEnd(24)} ${'pid'.padEnd(8)} ${'up'.padEnd(10)} ping`, ...answers);
-  out.push('', ...(await everyNode(hub.config)));
+  out.push(`${'actor'.padEnd(14)} ${'instance'.padEnd(24)} ${'pid'.padEnd(8)} ${'up'.padEnd(10)} ping`);
+  pushAll(out, answers);
+  out.push('');
+  pushAll(out, await everyNode(hub.config));
   process.stdout.write(`${out.join('\n')}\n`);
   return 0;
 }

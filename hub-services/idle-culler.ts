@@ -31,7 +31,7 @@ async function readyUsers(): Promise<UserModel[]> {
     if (!r.ok) throw new Error(`GET users: ${r.status}`);
     const body = await r.json();
     const items: UserModel[] = Array.isArray(body) ? body : body.items;
-    out.push(...items);
+    for (const item of items) out.push(item);
     url = Array.isArray(body) ? null : body._pagination?.next?.url ?? null;
   }
   return out;

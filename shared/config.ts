@@ -11,6 +11,7 @@ import { invalidNameReason } from './names.js';
 import { ACTORS as ALL_ACTORS } from './paths.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
+import { pushAll } from './lists.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
 
@@ -276,7 +277,7 @@ function checkServices(services: unknown[]): string[] {
     const label = name ? `Hub.services ${JSON.stringify(name)}` : where;
     if (!name) problems.push(`${where}.name: required, a string`);
     else {
-      problems.push(...nameProblem(label, name));
+      pushAll(problems, nameProblem(label, name));
       if (names.has(name)) problems.push(`${label}: defined twice`);
       names.add(name);
     }
@@ -342,7 +343,7 @@ function checkProfiles(profiles: unknown[]): string[] {
       if (rest.length || !section.endsWith('Spawner') || option === 'profiles' || !spec) {
         problems.push(`${label}.overrides: ${JSON.stringify(key)} is not an option a profile can override (Spawner.* or a spawner backend's section)`);
       } else if (!fits(spec, value)) problems.push(`${label}.overrides["${key}"]: expected ${describe(spec)}, got ${JSON.stringify(value)}`);
-      else problems.push(...(spec.check?.(value) ?? []).map((line) => `${label}.overrides: ${line}`));
+      else pushAll(problems, (spec.check?.(value) ?? []).map((line) => `${label}.overrides: ${line}`));
     }
   });
   if (defaults > 1) problems.push('Spawner.profiles: more than one profile is marked default');
@@ -450,7 +451,7 @@ export function validateConfig(raw: unknown): HubConfig {
       else if (!fits(spec, value)) problems.push(`${section}.${key}: expected ${describe(spec)}, got ${JSON.stringify(value)}`);
       else {
         const deeper = spec.check?.(value) ?? [];
-        if (deeper.length) problems.push(...deeper);
+        if (deeper.length) pushAll(problems, deeper);
         else out[section][key] = value;
       }
     }

@@ -16,3 +16,12 @@ export function parseSort(s: string): UserSort {
   }
   return { key: key as SortKey, desc };
 }
+
+/**
+ * Appends every item of `items` to `into`: `into.push(...items)` passes each item as an argument on the stack
+ * and throws RangeError past ~120,000 of them, so no call spreads a list (test/contracts/no-spread.test.ts).
+ */
+export function pushAll<T>(into: T[], items: Iterable<T>): T[] {
+  for (const item of items) into.push(item);
+  return into;
+}

@@ -75,7 +75,7 @@ export function processTree(root: number): number[] {
   for (const queue = [root]; queue.length && out.length < 10_000;) {
     const pid = queue.shift()!;
     out.push(pid);
-    queue.push(...(children.get(pid) ?? []));
+    for (const child of children.get(pid) ?? []) queue.push(child);
   }
   return out;
 }

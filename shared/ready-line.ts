@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { HubConfig } from './config.js';
 import type { Logger } from './log.js';
 import type { SupervisedChild } from './supervision.js';
+import { pushAll } from './lists.js';
 
 const POLL_MS = 200;
 
@@ -66,7 +67,7 @@ export async function announceReady(config: HubConfig, log: Logger, auth: Superv
   }
   announced = true;
   const lines = [`Hub ready: open ${url}`];
-  if (code) lines.push(...setupLines(url, code));
+  if (code) pushAll(lines, setupLines(url, code));
   else if (config.Hub.authenticator_class === 'dummy') lines.push('Demo logins (DummyAuthenticator): any name signs in with the configured password.');
   code = '';
   out(lines.join('\n'));

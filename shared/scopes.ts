@@ -5,6 +5,7 @@
 // a server value is `<user>/<server>`, the default server being `<user>/`). Bare `!user`,
 // `!server`, `!service` refer to the token's owner or issuing OAuth client and are resolved
 // by expandScopes. "Held" sets are expanded sets: every string is a concrete scope.
+import { pushAll } from './lists.js';
 
 export type ScopeOwner = { kind: 'user' | 'service'; name: string };
 
@@ -41,8 +42,9 @@ export interface RoleSpec {
 // ---------------------------------------------------------------------------------------
 // Vocabulary
 
-const def = (description: string, ...subscopes: string[]): ScopeDefinition =>
-  Object.freeze(subscopes.length > 0 ? { description, subscopes: Object.freeze(subscopes) as string[] } : { description });
+const def = (description: string, ...subscopes: string[]): ScopeDefinition => defOf(description, subscopes);
+const defOf = (description: string, subscopes: readonly string[]): ScopeDefinition =>
+  Object.freeze(subscopes.length > 0 ? { description, subscopes: Object.freeze([...subscopes]) as string[] } : { description });
 
 /** The built-in vocabulary and hierarchy (6.0): validation and expansion read it. */
 export const SCOPE_DEFINITIONS: Readonly<Record<string, ScopeDefinition>> = Object.freeze({
@@ -143,7 +145,7 @@ export function withCustomScopes(
     const problem = customScopeProblem(name, spec, custom);
     if (problem) return { ok: false, error: problem };
     const { description, subscopes } = spec as ScopeDefinition;
-    definitions[name] = subscopes ? def(description, ...subscopes) : def(description);
+    definitions[name] = defOf(description, subscopes ?? []);
   }
   return { ok: true, vocabulary: Object.freeze({ definitions: Object.freeze(definitions) }) };
 }
@@ -246,7 +248,7 @@ function walkSubscopes(base: string, definitions: Readonly<Record<string, ScopeD
     const name = stack.pop()!;
     if (seen.has(name) || !Object.hasOwn(definitions, name)) continue;
     seen.add(name);
-    stack.push(...(definitions[name]!.subscopes ?? []));
+    pushAll(stack, definitions[name]!.subscopes ?? []);
   }
   return [...seen];
 }

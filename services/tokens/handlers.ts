@@ -17,6 +17,7 @@ import type { HubConfig } from '../../shared/config.js';
 import type { Logger } from '../../shared/log.js';
 import { createShareHandlers, scopesOfShares } from './shares.js';
 import type { TokenRow, TokenStore } from './store.js';
+import { pushAll } from '../../shared/lists.js';
 
 export interface Owner { kind: 'user' | 'service'; name: string }
 type SentOwner = { kind: string; name: string } | null | undefined;
@@ -289,7 +290,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
         const row = n === null ? undefined : await store.byId(n);
         if (row && (await store.delete(row.id))) gone.push(row);
       }
-      if (r.oauth_client && r.oauth_client !== 'hub') gone.push(...(await store.deleteByClient(r.oauth_client)));
+      if (r.oauth_client && r.oauth_client !== 'hub') pushAll(gone, await store.deleteByClient(r.oauth_client));
       for (const row of gone) announce('token', 'revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
       if (gone.length) void audit.publish('token', 'delete', { who: r.by, what: r.oauth_client || 'tokens', outcome: 'ok', reason: r.reason, tokens: gone.map(tokenId) });
       return { ids: gone.map(tokenId) };

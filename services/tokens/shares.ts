@@ -46,8 +46,12 @@ export const shareScopes = (row: ShareRow | ShareCodeRow): string[] => bases(row
 /** The expanded scopes a grantee's live shares give (added to their roles' scopes), and when the first of them ends. */
 export function scopesOfShares(rows: ShareRow[]): { scopes: Set<string>; untilMs: number } {
   const scopes = expandScopes(rows.flatMap(shareScopes));
-  const ends = rows.filter((r) => r.expires_at).map((r) => Date.parse(r.expires_at!));
-  return { scopes, untilMs: ends.length ? Math.min(...ends) : 0 };
+  let untilMs = 0;
+  for (const r of rows) {
+    const end = r.expires_at ? Date.parse(r.expires_at) : 0;
+    if (end && (!untilMs || end < untilMs)) untilMs = end;
+  }
+  return { scopes, untilMs };
 }
 
 /**

@@ -167,8 +167,9 @@ export class TokenStore {
       params.push(user);
     }
     if (groups.length) {
-      clauses.push(`(grantee_kind = 'group' AND grantee IN (${groups.map(() => '?').join(', ')}))`);
-      params.push(...groups);
+      // one JSON parameter: a person may be in more groups than SQLite takes parameters
+      clauses.push("(grantee_kind = 'group' AND grantee IN (SELECT value FROM json_each(?)))");
+      params.push(JSON.stringify(groups));
     }
     if (!clauses.length) return [];
     return this.db.all<ShareRow>(`SELECT * FROM shares WHERE (${clauses.join(' OR ')}) AND ${LIVE} ORDER BY created_at, id`, [...params, now]);

@@ -148,7 +148,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
             if (!r || !servers.isActive(r)) throw errors.badRequest(`No such server '${name.slice(0, 60)}' for user ${req.params.name}`);
             reported[name] = checkTime(entry.last_activity);
           }
-          times.push(...Object.values(reported));
+          for (const at of Object.values(reported)) times.push(at);
           // validated in full before anything is written; the spawner buffers and writes in batches
           if (Object.keys(reported).length) nc.publish(subjects.command('spawner', 'activity'), encodeJson({ user: req.params.name, servers: reported }));
         }

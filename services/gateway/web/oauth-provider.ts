@@ -11,6 +11,7 @@ import type { Identity } from '../caches.js';
 import { callOf, requestContext, type Reply, type RequestInfo } from '../http.js';
 import { escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { pushAll } from '../../../shared/lists.js';
 
 /** The oauth actor's Client message. */
 export type OAuthClient = ActorReply<'oauth', 'GetClient'>;
@@ -43,7 +44,7 @@ export function resolveScopeNames(names: string[], roles: ReadonlyMap<string, { 
   for (const name of names) {
     if (name === 'identify' || name === '') continue;
     if (parseScope(name)) out.push(name);
-    else if (roles.has(name)) out.push(...roles.get(name)!.scopes);
+    else if (roles.has(name)) pushAll(out, roles.get(name)!.scopes);
     else return null;
   }
   return [...new Set(out)];

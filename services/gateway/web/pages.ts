@@ -14,6 +14,7 @@ import { localPath } from './redirects.js';
 import { firstAdminSetup } from './setup-page.js';
 import type { WebSessions } from './sessions.js';
 import { tokenPages } from './token-page.js';
+import { pushAll } from '../../../shared/lists.js';
 
 export interface PageDeps extends ApiDeps {
   web: WebSessions;
@@ -145,7 +146,7 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
     })),
   ];
 
-  routes.push(...serverPages(deps, kit), ...sharePages(deps, kit), ...tokenPages(deps, kit), ...setup.routes, ...extra(kit));
+  for (const more of [serverPages(deps, kit), sharePages(deps, kit), tokenPages(deps, kit), setup.routes, extra(kit)]) pushAll(routes, more);
 
   /** Answers a /hub/ page request; false when no page has this path (the caller answers 404). */
   return async function handlePage(info: RequestInfo, reply: Reply, body: Buffer | null): Promise<boolean> {
