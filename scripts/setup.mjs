@@ -4,7 +4,8 @@
 // On failure it prints one line naming the fix and exits 1.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync, statSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, statSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -121,6 +122,35 @@ function installSlurmForTests() {
   if (!aptInstall(['slurm-wlm', 'munge'])) fail('`apt-get install -y slurm-wlm munge` failed: install them by hand');
 }
 
+/**
+ * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
+ * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
+ * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
+ * stays its proxy. A failed install is loud, not fatal: the benchmarks then run Debian's jupyterhub.
+ */
+const BENCH_JUPYTERHUB_VERSION = '6.1.1';
+function installJupyterHubForBench() {
+  if (!process.argv.includes('--for-bench')) return;
+  const venv = join(homedir(), '.cache', 'hub-bench', `jupyterhub-${BENCH_JUPYTERHUB_VERSION}`);
+  const stamp = join(venv, '.installed');
+  if (existsSync(stamp)) return;
+  console.error(`hub setup: installing jupyterhub==${BENCH_JUPYTERHUB_VERSION} for the benchmarks into ${venv} (pip)`);
+  const run = (cmd, args) => spawnSync(cmd, args, { ...quiet, timeout: 600_000 }).status === 0;
+  rmSync(venv, { recursive: true, force: true });
+  mkdirSync(dirname(venv), { recursive: true });
+  // Debian's python3 makes a venv with pip only when python3-venv is installed
+  let ok = run('/usr/bin/python3', ['-m', 'venv', venv]);
+  if (!ok && canApt() && aptInstall(['python3-venv'])) ok = run('/usr/bin/python3', ['-m', 'venv', venv]);
+  ok &&= run(join(venv, 'bin', 'python'), ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-q', `jupyterhub==${BENCH_JUPYTERHUB_VERSION}`]);
+  if (ok) {
+    writeFileSync(stamp, `${BENCH_JUPYTERHUB_VERSION}\n`);
+    return;
+  }
+  rmSync(venv, { recursive: true, force: true });
+  const line = `!!!!! hub setup: could not install jupyterhub==${BENCH_JUPYTERHUB_VERSION} (python3 -m venv, pip): the benchmarks fall back to Debian's jupyterhub 3.0 !!!!!`;
+  console.error(`${'!'.repeat(line.length)}\n${line}\n${'!'.repeat(line.length)}`);
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -183,4 +213,5 @@ installChromium();
 installJupyterForTests();
 installPodmanForTests();
 installSlurmForTests();
+installJupyterHubForBench();
 build();
