@@ -9,7 +9,7 @@ import type { ActorHandlers, Client, Handlers, ServiceActor } from './contracts/
 import { createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
 import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
-import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, type NatsConnection, type NatsHandler } from './nats.js';
+import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, startHeartbeat, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
 import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
@@ -88,6 +88,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   const rpcOverNats = serveGrpcOverNats(nc, actor, handlers, log);
   // `metrics` is asked of every replica (its own queue group), so the gateway's scrape sees them all
   const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid) }, { metrics: metricsSnapshot }, instance);
+  const heartbeat = startHeartbeat(nc, actor, instance, node);
 
   let stopping: Promise<void> | undefined;
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {
@@ -100,6 +101,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
     await parts.stopIntake?.();
     await stopGrpc(grpcServer, 1000);
     await rpcOverNats.drain().catch(() => undefined);
+    heartbeat.stop();
     await natsService.stop().catch(() => undefined);
     await parts.close?.();
     await audit.publish('actor', 'stop', { who: `actor:${actor}`, what: instance, outcome: 'ok', reason });

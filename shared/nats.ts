@@ -128,6 +128,9 @@ export async function gatewaysHaveApplied(nc: NatsConnection, revision: number, 
 
 export type NatsHandler = (payload: unknown, msg: ServiceMsg) => Promise<unknown> | unknown;
 
+/** Header naming the instance that answered an every-replica endpoint: the scrape tells replicas apart by it. */
+export const INSTANCE_HEADER = 'Hub-Instance';
+
 /**
  * Registers the actor as a NATS service `hub-<actor>` with endpoints `hub.<actor>.<verb>`, all in one queue
  * group so replicas share the work. The framework answers `$SRV.PING|INFO|STATS.hub-<actor>` itself, with
@@ -140,6 +143,8 @@ export async function serveNats(
 ): Promise<Service> {
   const service = await nc.services.add({ name: natsServiceName(actor), version, queue: `hub-${actor}`, metadata });
   const group = service.addGroup(subjects.commandGroup(actor));
+  const instanceHeaders = natsHeaders();
+  if (instance) instanceHeaders.set(INSTANCE_HEADER, instance);
   const all = [
     ...Object.entries(endpoints).map(([verb, handle]) => [verb, handle, undefined] as const),
     ...Object.entries(everyReplica).map(([verb, handle]) => [verb, handle, instance || undefined] as const),
@@ -152,7 +157,7 @@ export async function serveNats(
       }
       try {
         const reply = await handle(msg.data.length ? decodeJson(msg.data) : null, msg);
-        msg.respond(reply instanceof Uint8Array ? reply : encodeJson(reply)); // bytes go as they are
+        msg.respond(reply instanceof Uint8Array ? reply : encodeJson(reply), queue ? { headers: instanceHeaders } : undefined); // bytes go as they are
       } catch (e) {
         const hubErr = asHubError(e);
         if (hubErr.status >= 500) log.error({ event: 'nats.handler.failed', verb, err: e }, 'handler failed');
@@ -163,4 +168,38 @@ export async function serveNats(
     } });
   }
   return service;
+}
+
+// ---- liveness: every actor's heartbeat -----------------------------------------------------------------
+
+/** How often an actor says it is alive; one not heard for HEARTBEATS_MISSED of these is taken as gone. */
+export const HEARTBEAT_MS = 3000;
+export const HEARTBEATS_MISSED = 3;
+
+/** What an actor publishes on `hub.<actor>.heartbeat`: at start, every HEARTBEAT_MS, and `gone` when it stops. */
+export interface Heartbeat { actor: string; instance: string; node: string; gone?: true }
+
+/**
+ * Publishes this instance's heartbeat now and every HEARTBEAT_MS (the gateway's scrape waits for every replica
+ * it knows alive, services/gateway/metrics.ts); `stop` says goodbye so nobody waits for it until it ages out.
+ */
+export function startHeartbeat(nc: NatsConnection, actor: string, instance: string, node: string): { stop(): void } {
+  const subject = subjects.command(actor, 'heartbeat');
+  const beat: Heartbeat = { actor, instance, node };
+  const publish = (body: Heartbeat) => {
+    try {
+      nc.publish(subject, encodeJson(body));
+    } catch {
+      // a closed connection: nobody to tell
+    }
+  };
+  publish(beat);
+  const timer = setInterval(() => publish(beat), HEARTBEAT_MS);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      publish({ ...beat, gone: true });
+    },
+  };
 }
