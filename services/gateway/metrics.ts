@@ -1,15 +1,16 @@
 // The gateway's own metrics, and `GET /hub/metrics`: every actor's registry gathered over NATS
-// (a request to each actor's `metrics` endpoint, answered by every replica, with a bounded wait),
-// merged into one Prometheus text answer. An actor that does not answer is reported by a gauge, never a 5xx.
+// (a request to each actor's `metrics` endpoint, answered by every replica; the gathering waits for each
+// replica known alive from the actors' heartbeats, up to a deadline), merged into one Prometheus text answer.
+// An actor or a replica that does not answer is reported by a gauge, never a 5xx.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RequestStrategy } from 'nats';
-import type { NatsConnection } from '../../shared/nats.js';
+import { decodeJson, HEARTBEAT_MS, HEARTBEATS_MISSED, INSTANCE_HEADER, type Heartbeat, type NatsConnection } from '../../shared/nats.js';
 import {
   gauge, HotCounter, HotGauge, HotHistogram, mergeExpositions, natsRequestDuration, PROMETHEUS_CONTENT_TYPE, SLOW_BUCKETS, secondsSince,
 } from '../../shared/metrics.js';
 import { ACTORS, runDir } from '../../shared/paths.js';
-import { subjects } from '../../shared/subjects.js';
+import { natsServiceName, subjects } from '../../shared/subjects.js';
 
 // ---- what the gateway measures ----------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ export function supervisorGauges(dataDir: string): void {
 
 const scrapeDuration = new HotHistogram('hub_scrape_duration_seconds', 'Time the gateway took to gather every actor\'s metrics', [], SLOW_BUCKETS);
 
-/** How long after the last reply of an actor's replicas the gathering waits for another one. */
+/** With no replica of an actor known alive: how long after its last reply the gathering waits for another. */
 const REPLICA_STALL_MS = 20;
 /**
  * A gathering answers every scrape for this long: Prometheus scrapes every 15 s or more, and a scraper
@@ -78,36 +79,112 @@ export const METRICS_MAX_AGE_MS = 1000;
 
 const decoder = new TextDecoder();
 
+type Actor = (typeof ACTORS)[number];
+
+/**
+ * The replicas of every actor that are alive, kept from their heartbeats (shared/nats.ts startHeartbeat):
+ * an instance is alive from its first heartbeat until its goodbye, or until it has missed HEARTBEATS_MISSED.
+ * Heartbeats sent before this gateway subscribed are made up for by one `$SRV.PING` of every actor at start
+ * (the services framework answers it with the same instance ids); `ready` settles when that has had `seedMs`.
+ */
+function watchReplicas(nc: NatsConnection, seedMs: number) {
+  const lastSeen = new Map<Actor, Map<string, number>>(ACTORS.map((actor) => [actor, new Map()]));
+  const seen = (actor: Actor, instance: string) => lastSeen.get(actor)!.set(instance, Date.now());
+  // kept for the gateway's life (the connection's drain at stop ends them)
+  for (const actor of ACTORS) nc.subscribe(subjects.command(actor, 'heartbeat'), {
+    callback: (_e, m) => {
+      let beat: Heartbeat;
+      try {
+        beat = decodeJson<Heartbeat>(m.data);
+      } catch {
+        return;
+      }
+      if (typeof beat?.instance !== 'string' || !beat.instance) return;
+      if (beat.gone) lastSeen.get(actor)!.delete(beat.instance);
+      else seen(actor, beat.instance);
+    },
+  });
+  // subscribed first: an actor starting meanwhile is heard by its first heartbeat if the ping misses it
+  const pings = nc.services.client({ strategy: RequestStrategy.Timer, maxWait: seedMs });
+  const ready = Promise.all(ACTORS.map(async (actor) => {
+    try {
+      for await (const identity of await pings.ping(natsServiceName(actor))) {
+        if (identity.metadata?.instance) seen(actor, identity.metadata.instance);
+      }
+    } catch {
+      // no responders: none of it runs yet, its heartbeat will say when one does
+    }
+  })).then(() => undefined);
+
+  return {
+    ready,
+    /** Instances of `actor` heard within the last HEARTBEATS_MISSED heartbeats (older ones are forgotten). */
+    alive(actor: Actor): Set<string> {
+      const oldest = Date.now() - HEARTBEATS_MISSED * HEARTBEAT_MS;
+      const instances = lastSeen.get(actor)!;
+      for (const [instance, at] of instances) if (at < oldest) instances.delete(instance);
+      return new Set(instances.keys());
+    },
+  };
+}
+
 export function createScraper(nc: NatsConnection, timeoutMs: number) {
   const perActor = ACTORS.map((actor) => ({ actor, subject: subjects.command(actor, 'metrics') }));
+  const replicas = watchReplicas(nc, timeoutMs);
   let inflight: Promise<string> | null = null;
   let last: { text: string; at: number } | null = null;
 
-  /** Every replica's answer (Prometheus text), waiting at most `timeoutMs`. */
-  async function ask(subject: string): Promise<string[]> {
+  /**
+   * Every replica's answer (Prometheus text) and the instances that gave them: waits until each replica known
+   * alive has answered, at most until `deadline`; replies of replicas not known yet are taken too. With none
+   * known it stops REPLICA_STALL_MS after the last reply (as good as a guess gets).
+   */
+  async function ask(subject: string, expected: Set<string>, deadline: number): Promise<{ texts: string[]; answered: Set<string> }> {
     const start = performance.now();
-    const out: string[] = [];
+    const texts: string[] = [];
+    const answered = new Set<string>();
+    const waiting = new Set(expected);
+    const maxWait = Math.max(1, deadline - Date.now());
     try {
-      const replies = await nc.requestMany(subject, undefined, { strategy: RequestStrategy.JitterTimer, jitter: REPLICA_STALL_MS, maxWait: timeoutMs });
+      const replies = await nc.requestMany(subject, undefined, expected.size
+        ? { strategy: RequestStrategy.Timer, maxWait }
+        : { strategy: RequestStrategy.JitterTimer, jitter: REPLICA_STALL_MS, maxWait });
       for await (const m of replies) {
-        if (m.headers?.get('Nats-Service-Error-Code')) continue;
-        if (m.data.length) out.push(decoder.decode(m.data));
+        if (m.headers?.get('Nats-Service-Error-Code') || !m.data.length) continue;
+        texts.push(decoder.decode(m.data));
+        // a reply without the header (an actor of an older version) is counted, not named
+        const instance = m.headers?.get(INSTANCE_HEADER);
+        if (instance) answered.add(instance);
+        waiting.delete(instance ?? '');
+        if (expected.size && !waiting.size) break;
       }
     } catch {
       // no responders: the actor is reported missing below
     }
-    natsRequestDuration.observe([subject, out.length ? 'ok' : 'missing'], secondsSince(start));
-    return out;
+    natsRequestDuration.observe([subject, texts.length ? 'ok' : 'missing'], secondsSince(start));
+    return { texts, answered };
   }
 
   async function gather(): Promise<string> {
     const start = performance.now();
-    const results = await Promise.all(perActor.map(({ subject }) => ask(subject)));
+    await replicas.ready; // settles `timeoutMs` after the gateway started: only its first scrapes wait for it
+    const deadline = Date.now() + timeoutMs;
+    const results = await Promise.all(perActor.map(async ({ actor, subject }) => {
+      const expected = replicas.alive(actor);
+      return { actor, expected, ...await ask(subject, expected, deadline) };
+    }));
     let status = '# HELP hub_scrape_actor_up Whether each actor answered this scrape (1) or not (0)\n# TYPE hub_scrape_actor_up gauge\n';
-    results.forEach((replies, i) => { status += `hub_scrape_actor_up{actor="${perActor[i].actor}"} ${replies.length ? 1 : 0}\n`; });
+    for (const { actor, texts } of results) status += `hub_scrape_actor_up{actor="${actor}"} ${texts.length ? 1 : 0}\n`;
     status += '\n# HELP hub_scrape_actor_replicas Replicas of each actor that answered this scrape\n# TYPE hub_scrape_actor_replicas gauge\n';
-    results.forEach((replies, i) => { status += `hub_scrape_actor_replicas{actor="${perActor[i].actor}"} ${replies.length}\n`; });
-    const text = mergeExpositions([...results.flat(), status]);
+    for (const { actor, texts } of results) status += `hub_scrape_actor_replicas{actor="${actor}"} ${texts.length}\n`;
+    status += '\n# HELP hub_scrape_replica_up Whether each replica (instance) answered this scrape (1), or is alive by its heartbeats and did not answer in time (0)\n'
+      + '# TYPE hub_scrape_replica_up gauge\n';
+    for (const { actor, expected, answered } of results) {
+      for (const instance of [...new Set([...expected, ...answered])].sort()) {
+        status += `hub_scrape_replica_up{actor="${actor}",replica="${instance}"} ${answered.has(instance) ? 1 : 0}\n`;
+      }
+    }
+    const text = mergeExpositions([...results.flatMap(({ texts }) => texts), status]);
     scrapeDuration.observe([], secondsSince(start));
     return text;
   }
