@@ -5,8 +5,9 @@ import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
 import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
+import { users } from './users.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];
