@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import type { AuditPublisher } from '../shared/audit.js';
 import type { HubConfig } from '../shared/config.js';
 import { HubError } from '../shared/errors.js';
+import { everyMember } from '../shared/lists.js';
 import { createLogger } from '../shared/log.js';
 import { storePath } from '../shared/paths.js';
 
@@ -43,7 +44,7 @@ export async function openOffline(config: HubConfig) {
         // shares through groups need the auth store; offline verbs never change shares
         groupMembers: async (name) => {
           try {
-            return (await users.getGroup({ name })).users;
+            return await everyMember(await users.getGroup({ name }), (after) => users.groupMembers({ name, after, limit: 0 }));
           } catch (e) {
             if (e instanceof HubError && e.status === 404) return null;
             throw e;

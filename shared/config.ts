@@ -62,6 +62,7 @@ export const SCHEMA = {
     log_format: { kind: 'string', default: 'auto', help: 'log lines: "pretty" (readable), "json" (one JSON object a line), "auto" (pretty when stdout is a terminal)', choices: ['auto', 'pretty', 'json'] },
     authenticate_prometheus: { kind: 'boolean', default: true, help: 'GET /hub/metrics needs the read:metrics scope (false: open to anyone who reaches the gateway)' },
     max_body_size: { kind: 'integer', default: 1048576, help: 'largest request body the hub itself reads, in bytes (413 beyond)', min: 0 },
+    max_names_per_request: { kind: 'integer', default: 50000, help: 'most names one API request may list (users to create, group members to add or remove): 413 beyond, so a request\'s answer and its events stay within the internal message sizes', min: 1, max: 100000 },
     max_json_depth: { kind: 'integer', default: 64, help: 'deepest nesting of arrays/objects in a JSON body, user_options or group properties (400 beyond)', min: 1, max: 1000 },
     rpc_timeout: seconds(5, 'deadline of one internal gRPC or NATS call'),
     health_timeout: seconds(1, 'how long /hub/health waits for each actor'),

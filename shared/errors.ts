@@ -101,6 +101,8 @@ export const errors = {
   notFound: (message?: string, code: CodeWithStatus<404> = 'HUB_ERR_NOT_FOUND') => new HubError(code, message),
   methodNotAllowed: (message?: string) => new HubError('HUB_ERR_METHOD_NOT_ALLOWED', message),
   conflict: (message: string, code: CodeWithStatus<409> = 'HUB_ERR_CONFLICT') => new HubError(code, message),
+  tooManyNames: (count: number, what: string, limit: number) =>
+    new HubError('HUB_ERR_REQUEST_TOO_LARGE', `${count} ${what} in one request: at most ${limit} (Hub.max_names_per_request); send them in several requests`),
   bodyTooLarge: (limit: number) => new HubError('HUB_ERR_REQUEST_TOO_LARGE', `Request body is larger than the limit of ${limit} bytes`),
   tooManyRequests: (message: string, retryAfterSeconds: number) =>
     new HubError('HUB_ERR_RATE_LIMITED', message, { headers: { 'Retry-After': String(retryAfterSeconds) } }),

@@ -25,3 +25,20 @@ export function pushAll<T>(into: T[], items: Iterable<T>): T[] {
   for (const item of items) into.push(item);
   return into;
 }
+
+/**
+ * Every member of a group: the model's first members, then the auth actor's GroupMembers pages after the last
+ * of them (a group of a million never travels in one message). Bounded by the group's own size.
+ */
+export async function everyMember(
+  group: { users: string[]; more_members_after: number },
+  page: (after: number) => Promise<{ users: string[]; next_after: number }>,
+): Promise<string[]> {
+  const out = [...group.users];
+  for (let after = group.more_members_after; after > 0;) {
+    const next = await page(after);
+    pushAll(out, next.users);
+    after = next.next_after;
+  }
+  return out;
+}

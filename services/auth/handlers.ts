@@ -9,7 +9,12 @@ import type { AuthStore, GroupRow, UserRow } from './store.js';
 import { parseSort } from '../../shared/lists.js';
 
 export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
-export interface GroupModel { name: string; users: string[]; properties_json: string }
+export interface GroupModel { name: string; users: string[]; properties_json: string; member_count: number; more_members_after: number }
+
+/** A group model lists at most this many members; a bigger group's others are read a page at a time (GroupMembers). */
+export const GROUP_MEMBERS_INLINE = 10_000;
+/** The largest page of GroupMembers, and the most names one group event carries (several events beyond). */
+export const GROUP_MEMBERS_PAGE = 10_000;
 
 /** Who changed what, for the events caches and the tokens actor listen to. */
 import type { Announce } from '../../shared/nats.js';
@@ -58,8 +63,28 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {
-    const members = await store.membersOf(rows.map((r) => r.id));
-    return rows.map((r) => ({ name: r.name, users: members.get(r.id) ?? [], properties_json: r.properties }));
+    const members = await store.membersOf(rows.map((r) => r.id), GROUP_MEMBERS_INLINE);
+    return rows.map((r) => {
+      const m = members.get(r.id)!;
+      return { name: r.name, users: m.users, properties_json: r.properties, member_count: m.count, more_members_after: m.users.length < m.count ? m.lastId : 0 };
+    });
+  }
+
+  /** Every member's name, a page at a time (a group being deleted: its members must hear of it). */
+  async function allMembers(groupId: number): Promise<string[]> {
+    const out: string[] = [];
+    for (let after = 0; ;) {
+      const page = await store.membersPage(groupId, after, GROUP_MEMBERS_PAGE);
+      for (const m of page) out.push(m.name);
+      if (page.length < GROUP_MEMBERS_PAGE) return out;
+      after = page[page.length - 1].id;
+    }
+  }
+
+  /** A group change with the members it touched, in events of at most GROUP_MEMBERS_PAGE names (NATS bounds a message). */
+  function announceGroup(change: 'created' | 'updated' | 'deleted', name: string, users: readonly string[]): void {
+    if (!users.length) announce('group', change, { name, users: [] });
+    for (let i = 0; i < users.length; i += GROUP_MEMBERS_PAGE) announce('group', change, { name, users: users.slice(i, i + GROUP_MEMBERS_PAGE) });
   }
 
   async function mustGetUser(name: string): Promise<UserRow> {
@@ -85,7 +110,10 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   async function requireUsersExist(names: string[]): Promise<void> {
     const found = new Set((await store.getUsers(names)).map((r) => r.name));
     const missing = names.filter((n) => !found.has(n));
-    if (missing.length) throw errors.badRequest(`No such user: ${missing.join(', ')}`, 'HUB_ERR_MEMBER_NOT_FOUND');
+    if (missing.length) {
+      const named = missing.slice(0, 20).join(', ') + (missing.length > 20 ? ` and ${missing.length - 20} more` : '');
+      throw errors.badRequest(`No such user: ${named}`, 'HUB_ERR_MEMBER_NOT_FOUND');
+    }
   }
 
   return {
@@ -183,6 +211,13 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
 
     getGroup: (r: { name: string }) => groupModel(r.name),
 
+    async groupMembers(r: { name: string; after: number; limit: number }) {
+      const group = await mustGetGroup(r.name);
+      const limit = Math.min(Math.max(1, r.limit || GROUP_MEMBERS_PAGE), GROUP_MEMBERS_PAGE);
+      const page = await store.membersPage(group.id, Math.max(0, r.after), limit);
+      return { users: page.map((m) => m.name), next_after: page.length === limit ? page[page.length - 1].id : 0 };
+    },
+
     async listGroups(r: { offset: number; limit: number; restricted: boolean; groups: string[] }) {
       const { rows, total } = await store.listGroups(r.offset, r.limit, r.restricted ? r.groups : undefined);
       return { groups: await groupModels(rows), total };
@@ -208,7 +243,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
           break;
         }
         created.push(name);
-        announce('group', 'created', { name, users });
+        announceGroup('created', name, users);
         void audit.publish('group', 'create', { who: r.by, what: name, outcome: 'ok', users });
       }
       if (conflict) throw conflict;
@@ -216,9 +251,9 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
     },
 
     async deleteGroup(r: { name: string; by: string }) {
-      const group = await groupModel(r.name);
+      const members = await allMembers((await mustGetGroup(r.name)).id);
       await store.transaction(async () => store.deleteGroup((await mustGetGroup(r.name)).id));
-      announce('group', 'deleted', { name: r.name, users: group.users });
+      announceGroup('deleted', r.name, members);
       void audit.publish('group', 'delete', { who: r.by, what: r.name, outcome: 'ok' });
       return {};
     },
@@ -229,7 +264,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       const group = await mustGetGroup(r.name);
       await requireUsersExist(users);
       await store.transaction(() => (r.add ? store.addMembers(group.id, users) : store.removeMembers(group.id, users)));
-      announce('group', 'updated', { name: r.name, users });
+      announceGroup('updated', r.name, users);
       void audit.publish('group', r.add ? 'add_members' : 'remove_members', { who: r.by, what: r.name, outcome: 'ok', users });
       return groupModel(r.name);
     },

@@ -88,7 +88,7 @@ await runActor('auth', async (ctx) => {
         return out;
       },
       RecordActivity: h.recordActivity,
-      GetGroup: h.getGroup, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
+      GetGroup: h.getGroup, GroupMembers: h.groupMembers, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
       Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
       RevokeSession: login.revokeSession, RefreshUser: login.refreshUser,

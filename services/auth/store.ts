@@ -112,6 +112,8 @@ export class AuthStore {
 
   private constructor(private readonly db: Store, path: string) {
     this.indexLoaded = this.loadIndex(path);
+    // handled here too: a store closed while loading (a CLI verb) is no failure; the actor watches indexLoaded itself
+    this.indexLoaded.catch(() => undefined);
   }
 
   /** Opens the store at once; the user index loads behind it (`indexLoaded`). */
@@ -373,13 +375,41 @@ export class AuthStore {
     return this.db.get<GroupRow>('SELECT * FROM groups WHERE name = ?', [name]);
   }
 
-  async membersOf(groupIds: number[]): Promise<Map<number, string[]>> {
-    const out = new Map<number, string[]>(groupIds.map((id) => [id, []]));
+  /**
+   * Each group's members in user-id order: every one of a group of at most `inline`, else its first `inline`
+   * (a group of a million is read on with membersPage). `lastId` is the id of the last member listed.
+   */
+  async membersOf(groupIds: number[], inline: number): Promise<Map<number, { users: string[]; count: number; lastId: number }>> {
+    const out = new Map<number, { users: string[]; count: number; lastId: number }>(groupIds.map((id) => [id, { users: [], count: 0, lastId: 0 }]));
     if (!groupIds.length) return out;
-    const rows = await this.db.all<{ group_id: number; name: string }>(
-      `SELECT m.group_id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE ${inList('m.group_id')} ORDER BY u.id`, [listParam(groupIds)]);
-    for (const r of rows) out.get(r.group_id)!.push(r.name);
+    const counts = await this.db.all<{ group_id: number; n: number }>(
+      `SELECT group_id, count(*) AS n FROM group_members WHERE ${inList('group_id')} GROUP BY group_id`, [listParam(groupIds)]);
+    const small: number[] = [];
+    for (const c of counts) {
+      out.get(c.group_id)!.count = c.n;
+      if (c.n <= inline) small.push(c.group_id);
+      else {
+        const page = await this.membersPage(c.group_id, 0, inline);
+        Object.assign(out.get(c.group_id)!, { users: page.map((m) => m.name), lastId: page.length ? page[page.length - 1].id : 0 });
+      }
+    }
+    if (small.length) {
+      const rows = await this.db.all<{ group_id: number; id: number; name: string }>(
+        `SELECT m.group_id, u.id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE ${inList('m.group_id')} ORDER BY m.group_id, m.user_id`, [listParam(small)]);
+      for (const r of rows) {
+        const g = out.get(r.group_id)!;
+        g.users.push(r.name);
+        g.lastId = r.id;
+      }
+    }
     return out;
+  }
+
+  /** Members of a group after user id `after`, in id order (the primary key's order: an index range). */
+  membersPage(groupId: number, after: number, limit: number): Promise<{ id: number; name: string }[]> {
+    return this.db.all<{ id: number; name: string }>(
+      'SELECT u.id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE m.group_id = ? AND m.user_id > ? ORDER BY m.user_id LIMIT ?',
+      [groupId, after, limit]);
   }
 
   async listGroups(offset: number, limit: number, onlyNames?: string[]): Promise<{ rows: GroupRow[]; total: number }> {

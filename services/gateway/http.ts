@@ -104,8 +104,63 @@ export class Reply {
   /** a HEAD request: headers (with the length the body would have), never the body */
   headOnly = false;
 
+  /** a streamed answer waiting for the client to take what was written (settled on abort too) */
+  private writable: (() => void) | null = null;
+
   constructor(readonly res: uWS.HttpResponse) {
-    res.onAborted(() => { this.aborted = true; });
+    res.onAborted(() => {
+      this.aborted = true;
+      this.writable?.();
+    });
+  }
+
+  /** Status line and headers (the base ones unless the handler gave its own of that name); inside a cork. */
+  private writeHead(status: number, headers: Record<string, string>, cookies: readonly string[]): void {
+    this.res.writeStatus(statusLine(status));
+    // on the hot path (every API answer) no per-request set or entry arrays: handlers pass one to three headers
+    let own: string[] | undefined;
+    for (const k in headers) {
+      (own ??= []).push(k.toLowerCase());
+      this.res.writeHeader(k, headers[k]);
+    }
+    const { each, block } = this.base;
+    if (block && (!own || !each.some(([, lower]) => own!.includes(lower)))) this.res.writeHeader(block[0], block[1]);
+    else for (const [name, lower, value] of each) if (!own?.includes(lower)) this.res.writeHeader(name, value);
+    for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
+  }
+
+  /**
+   * An answer written part by part as `parts` yields them (chunked), each part only once the client has taken
+   * the one before: an answer of many megabytes (a group of a million) never sits whole in memory. A client
+   * that goes away stops the parts. A failure after the head cuts the connection (never a complete-looking answer).
+   */
+  async stream(status: number, headers: Record<string, string>, parts: AsyncIterable<string>): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.status = status;
+    this.res.cork(() => this.writeHead(status, headers, []));
+    if (this.headOnly) {
+      this.res.cork(() => this.res.endWithoutBody());
+      return;
+    }
+    try {
+      for await (const part of parts) {
+        if (this.aborted) return;
+        let taken = true;
+        this.res.cork(() => { taken = this.res.write(part); });
+        if (!taken && !this.aborted) {
+          await new Promise<void>((resolve) => {
+            this.writable = resolve;
+            this.res.onWritable(() => { resolve(); return true; });
+          });
+          this.writable = null;
+        }
+      }
+    } catch (e) {
+      if (!this.aborted) this.res.close();
+      throw e;
+    }
+    if (!this.aborted) this.res.cork(() => this.res.end());
   }
 
   /** `cookies`: Set-Cookie lines (a header that may repeat, so not in `headers`). */
@@ -114,17 +169,7 @@ export class Reply {
     this.done = true;
     this.status = status;
     this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      // on the hot path (every API answer) no per-request set or entry arrays: handlers pass one to three headers
-      let own: string[] | undefined;
-      for (const k in headers) {
-        (own ??= []).push(k.toLowerCase());
-        this.res.writeHeader(k, headers[k]);
-      }
-      const { each, block } = this.base;
-      if (block && (!own || !each.some(([, lower]) => own!.includes(lower)))) this.res.writeHeader(block[0], block[1]);
-      else for (const [name, lower, value] of each) if (!own?.includes(lower)) this.res.writeHeader(name, value);
-      for (const c of cookies) this.res.writeHeader('Set-Cookie', c);
+      this.writeHead(status, headers, cookies);
       // a body after the answer to a HEAD would be read as the start of the next answer on this connection
       // (uWS's own reported length makes it drop the connection, harmless only when it closes anyway: else the
       // header is ours; called without arguments, as an explicit undefined length reads as a huge number)

@@ -1,6 +1,7 @@
 // The tokens actor: API tokens, roles, scopes. Wiring only.
 import { actorClient, runActor } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
+import { everyMember } from '../../shared/lists.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
 import { storePath } from '../../shared/paths.js';
 import { parseEventSubject, subjects } from '../../shared/subjects.js';
@@ -28,7 +29,10 @@ await runActor('tokens', async (ctx) => {
     store,
     audit: ctx.audit,
     lookupUser: (name) => orNullWhenAbsent(auth.getUser({ name })),
-    groupMembers: async (name) => (await orNullWhenAbsent(auth.getGroup({ name })))?.users ?? null,
+    groupMembers: async (name) => {
+      const group = await orNullWhenAbsent(auth.getGroup({ name }));
+      return group && everyMember(group, (after) => auth.groupMembers({ name, after, limit: 0 }));
+    },
     log: ctx.log,
     announce: createAnnouncer(ctx.nc),
   });

@@ -47,6 +47,13 @@ export function stringList(v: unknown, what: string): string[] {
   return v;
 }
 
+/** A list of names from a body, at most Hub.max_names_per_request of them (413 beyond, naming the limit). */
+export function nameList(v: unknown, what: string, limit: number): string[] {
+  const names = stringList(v, what);
+  if (names.length > limit) throw errors.tooManyNames(names.length, what, limit);
+  return names;
+}
+
 /** Only these keys may appear in the body; their types are checked by the caller. */
 export function onlyKeys(body: Record<string, unknown>, allowed: string[]): void {
   const extra = Object.keys(body).filter((k) => !allowed.includes(k));

@@ -46,7 +46,8 @@ export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map
   return out;
 }
 
-export interface GroupRecord { name: string; users: string[]; properties_json: string }
+/** A group as the auth actor gives it: `users` is every member unless `more_members_after` says more follow. */
+export interface GroupRecord { name: string; users: string[]; properties_json: string; more_members_after?: number }
 
 export function groupRoles(book: Map<string, ConfiguredRole>, group: string): string[] {
   return [...book.values()].filter((r) => r.groups.includes(group)).map((r) => r.name);

@@ -3,7 +3,7 @@ import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { listFilter } from '../../../shared/scopes.js';
 import type { UserRecord } from '../caches.js';
-import { holdsAdminScopes, isPlainObject, jsonBody, onlyKeys, stringList, userResource, type ApiDeps } from './deps.js';
+import { holdsAdminScopes, isPlainObject, jsonBody, nameList, onlyKeys, userResource, type ApiDeps } from './deps.js';
 import { userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
@@ -68,7 +68,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         if (!isPlainObject(body)) throw errors.badRequest('Must specify at least one user to create');
         onlyKeys(body, ['usernames', 'admin']);
         if (body.admin !== undefined && typeof body.admin !== 'boolean') throw errors.badRequest('admin must be true or false');
-        const names = body.usernames === undefined ? [] : stringList(body.usernames, 'usernames');
+        const names = body.usernames === undefined ? [] : nameList(body.usernames, 'usernames', config.Hub.max_names_per_request);
         if (!names.length) throw errors.badRequest('Must specify at least one user to create');
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
         const r = await auth.createUsers({ names, admin: Boolean(body.admin), by: req.who }, req.call);
