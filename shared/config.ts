@@ -72,6 +72,7 @@ export const SCHEMA = {
     api_tokens: { kind: 'string-map', default: {}, help: 'token -> user name, registered at start (users created when missing)', check: checkApiTokens },
     services: { kind: 'list', default: [], help: 'registered services (see the README)', check: checkServices },
     load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
+    cache_max_bytes: { kind: 'integer', default: 33554432, help: 'bytes each gateway\'s caches may hold together (token resolutions and user models 40 % each, login sessions and their scopes 10 % each), estimated per entry; the oldest entries go first', min: 1048576 },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
     activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
     spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root), "docker" (each in a container, DockerSpawner) or "slurm" (each as a SLURM batch job, SlurmSpawner)', choices: ['simple', 'localprocess', 'docker', 'slurm'] },

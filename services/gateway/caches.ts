@@ -19,41 +19,107 @@ export interface Identity {
 
 export interface UserRecord { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
 
-/** A Map with a size bound (oldest first out) and an age bound per entry. */
+/** Roughly what V8 spends on a string of this text (header and one byte a character; names are mostly ASCII). */
+export const stringBytes = (s: string): number => 24 + s.length;
+/** A Map entry, its wrapper object and the key. */
+const ENTRY_BYTES = 96;
+
+/**
+ * A Map bounded in bytes (oldest first out, by an estimate of each value's size) and by age per entry: a hub of
+ * a million users must not grow a cache entry per user it ever served. `onDrop` hears every entry that leaves.
+ */
 export class BoundedCache<V> {
-  private entries = new Map<string, { value: V; until: number }>();
-  constructor(private readonly maxEntries: number, private readonly maxAgeMs: number) {}
+  private entries = new Map<string, { value: V; until: number; bytes: number }>();
+  private held = 0;
+  constructor(
+    private readonly maxBytes: number,
+    private readonly maxAgeMs: number,
+    private readonly sizeOf: (value: V) => number,
+    private readonly onDrop?: (key: string, value: V) => void,
+  ) {}
+
+  /** The estimated bytes held (keys, values, entries). */
+  get bytes(): number {
+    return this.held;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
 
   get(key: string): V | undefined {
     const e = this.entries.get(key);
     if (!e) return undefined;
     if (e.until <= Date.now()) {
-      this.entries.delete(key);
+      this.delete(key);
       return undefined;
     }
     return e.value;
   }
 
   set(key: string, value: V, untilMs = Infinity): void {
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, until: Math.min(untilMs, Date.now() + this.maxAgeMs) });
+    this.delete(key);
+    const bytes = ENTRY_BYTES + stringBytes(key) + this.sizeOf(value);
+    this.entries.set(key, { value, until: Math.min(untilMs, Date.now() + this.maxAgeMs), bytes });
+    this.held += bytes;
+    // bounded: each turn removes one entry, and the new one stays even if it alone is over the bound
+    while (this.held > this.maxBytes && this.entries.size > 1) this.delete(this.entries.keys().next().value!);
   }
 
   delete(key: string): void {
+    const e = this.entries.get(key);
+    if (!e) return;
     this.entries.delete(key);
-  }
-
-  deleteWhere(test: (v: V) => boolean): void {
-    for (const [k, e] of this.entries) if (test(e.value)) this.entries.delete(k);
+    this.held -= e.bytes;
+    this.onDrop?.(key, e.value);
   }
 
   clear(): void {
-    this.entries.clear();
+    for (const key of [...this.entries.keys()]) this.delete(key);
   }
 }
 
-export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
-  const cache = new BoundedCache<Identity>(100_000, maxAgeMs);
+/** Cache keys grouped by something many entries share (an owner, a token id), so forgetting them is no scan. */
+class KeysBy {
+  private readonly groups = new Map<string, Set<string>>();
+  add(group: string, key: string): void {
+    let keys = this.groups.get(group);
+    if (!keys) this.groups.set(group, (keys = new Set()));
+    keys.add(key);
+  }
+
+  remove(group: string, key: string): void {
+    const keys = this.groups.get(group);
+    if (keys?.delete(key) && !keys.size) this.groups.delete(group);
+  }
+
+  /** The keys of `group`, copied (the caller deletes them, which changes the set). */
+  of(group: string): string[] {
+    return [...(this.groups.get(group) ?? [])];
+  }
+}
+
+const ownerKey = (o: Owner) => `${o.kind}:${o.name}`;
+
+/** What an identity costs: its object, the owner and its ids, and the Set of scope strings it carries. */
+const identityBytes = (i: Identity): number => {
+  let n = 160 + stringBytes(i.owner.name) + stringBytes(i.tokenId) + stringBytes(i.sessionId);
+  for (const s of i.scopes) n += 32 + stringBytes(s);
+  return n;
+};
+
+export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxBytes: number) {
+  const byOwner = new KeysBy();
+  const byToken = new KeysBy();
+  const cache = new BoundedCache<Identity>(maxBytes, maxAgeMs, identityBytes, (key, i) => {
+    byOwner.remove(ownerKey(i.owner), key);
+    if (i.tokenId) byToken.remove(i.tokenId, key);
+  });
+  const remember = (key: string, i: Identity, untilMs: number) => {
+    cache.set(key, i, untilMs);
+    byOwner.add(ownerKey(i.owner), key);
+    if (i.tokenId) byToken.add(i.tokenId, key);
+  };
   /** in-flight resolutions, so a burst of requests with one new token asks once */
   const inflight = new Map<string, Promise<Identity | null>>();
 
@@ -62,7 +128,7 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
     if (!r.found) return null;
     const identity: Identity = { owner: r.owner as Owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
     // kept until the token expires, or a share among its scopes does (the tokens actor also announces that)
-    cache.set(key, identity, Math.min(r.expires_at_ms || Infinity, r.scopes_until_ms || Infinity));
+    remember(key, identity, Math.min(r.expires_at_ms || Infinity, r.scopes_until_ms || Infinity));
     return identity;
   }
 
@@ -83,14 +149,22 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number) {
       }
       return p;
     },
-    forgetToken: (tokenId: string) => cache.deleteWhere((i) => i.tokenId === tokenId),
-    forgetOwner: (o: Owner) => cache.deleteWhere((i) => i.owner.kind === o.kind && i.owner.name === o.name),
+    forgetToken: (tokenId: string) => { for (const key of byToken.of(tokenId)) cache.delete(key); },
+    forgetOwner: (o: Owner) => { for (const key of byOwner.of(ownerKey(o))) cache.delete(key); },
     clear: () => cache.clear(),
+    get bytes() { return cache.bytes; },
   };
 }
 
-export function createUserCache(auth: AuthClient, maxAgeMs: number) {
-  const cache = new BoundedCache<UserRecord>(200_000, maxAgeMs);
+/** What a cached user model costs: its object, its strings and its groups. */
+const userBytes = (u: UserRecord): number => {
+  let n = 120 + stringBytes(u.name) + stringBytes(u.created) + stringBytes(u.last_activity ?? '');
+  for (const g of u.groups) n += 8 + stringBytes(g);
+  return n;
+};
+
+export function createUserCache(auth: AuthClient, maxAgeMs: number, maxBytes: number) {
+  const cache = new BoundedCache<UserRecord>(maxBytes, maxAgeMs, userBytes);
   return {
     /** The user, or null when there is none. */
     async get(name: string): Promise<UserRecord | null> {
@@ -116,6 +190,7 @@ export function createUserCache(auth: AuthClient, maxAgeMs: number) {
     },
     forget: (name: string) => cache.delete(name),
     clear: () => cache.clear(),
+    get bytes() { return cache.bytes; },
   };
 }
 

@@ -46,8 +46,9 @@ await runActor('gateway', async (ctx) => {
   const oauth = actorClient(ctx, 'oauth');
   const router = actorClient(ctx, 'proxy-router');
   const servers = await createServerMirror(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6);
-  const identities = createIdentityCache(tokens, maxAgeMs);
-  const users = createUserCache(auth, maxAgeMs);
+  const cacheBytes = ctx.config.Hub.cache_max_bytes;
+  const identities = createIdentityCache(tokens, maxAgeMs, cacheBytes * 0.4);
+  const users = createUserCache(auth, maxAgeMs, cacheBytes * 0.4);
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
   const web = createWebSessions(ctx.config, auth, tokens);

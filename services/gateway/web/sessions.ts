@@ -3,7 +3,7 @@
 import type { HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
-import { BoundedCache, type Identity } from '../caches.js';
+import { BoundedCache, stringBytes, type Identity } from '../caches.js';
 import { callOf, type RequestInfo } from '../http.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
@@ -18,8 +18,12 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
   const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
   const cacheMs = config.Hub.cache_max_age * 1000;
   const refreshMs = config.Authenticator.auth_refresh_age * 1000;
-  const sessions = new BoundedCache<SessionFacts>(100_000, cacheMs);
-  const scopesOf = new BoundedCache<ReadonlySet<string>>(100_000, cacheMs);
+  const sessions = new BoundedCache<SessionFacts>(config.Hub.cache_max_bytes * 0.1, cacheMs, (s) => 80 + stringBytes(s.user));
+  const scopesOf = new BoundedCache<ReadonlySet<string>>(config.Hub.cache_max_bytes * 0.1, cacheMs, (scopes) => {
+    let n = 80;
+    for (const s of scopes) n += 32 + stringBytes(s);
+    return n;
+  });
   const secureCookies = config.Hub.public_url.startsWith('https://');
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';

@@ -1,0 +1,50 @@
+// The gateway's caches hold a bounded number of bytes however many users and tokens pass through, and forget an
+// owner's or a token's entries without scanning the others (one event per member when a big group changes).
+import test from 'ava';
+import { BoundedCache, createIdentityCache, createUserCache } from '../../services/gateway/caches.js';
+import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
+
+test('bounded cache: the oldest entries go once the estimated bytes pass the bound; every drop is heard', (t) => {
+  const dropped: string[] = [];
+  const cache = new BoundedCache<string>(10_000, 60_000, (v) => 24 + v.length, (k) => dropped.push(k));
+  for (let i = 0; i < 1000; i++) cache.set(`k${i}`, 'x'.repeat(100));
+  t.true(cache.bytes <= 10_000, `${cache.bytes} bytes`);
+  t.true(cache.size > 10 && cache.size < 1000);
+  t.is(cache.get('k0'), undefined);
+  t.is(cache.get('k999'), 'x'.repeat(100));
+  t.is(dropped.length, 1000 - cache.size);
+  cache.set('k999', 'y'); // a new value replaces the old one's bytes
+  t.is(cache.get('k999'), 'y');
+  cache.clear();
+  t.is(cache.bytes, 0);
+  t.is(cache.size, 0);
+});
+
+test('identity cache: 100,000 tokens resolved stay within the bound; an owner\'s and a token\'s identities are forgotten', async (t) => {
+  let asked = 0;
+  const tokens = {
+    resolveToken: async ({ token }: { token: string }) => {
+      asked++;
+      const owner = `u${Number(token.slice(1)) % 1000}`;
+      return { found: true, owner: { kind: 'user', name: owner }, token_id: `a${token.slice(1)}`, session_id: '', scopes: ['read:users!user=' + owner, 'access:servers!user=' + owner], expires_at_ms: 0, scopes_until_ms: 0 };
+    },
+  } as unknown as TokensClient;
+  const identities = createIdentityCache(tokens, 600_000, 4_000_000);
+  for (let i = 0; i < 100_000; i++) await identities.resolve(`t${i}`);
+  t.true(identities.bytes <= 4_000_000, `${identities.bytes} bytes`);
+  asked = 0;
+  await identities.resolve('t99999');
+  t.is(asked, 0, 'a recent token is a hit');
+  identities.forgetOwner({ kind: 'user', name: 'u999' }); // t99999's owner
+  await identities.resolve('t99999');
+  t.is(asked, 1, 'forgotten with its owner');
+  identities.forgetToken('a99999');
+  await identities.resolve('t99999');
+  t.is(asked, 2, 'forgotten by its token id');
+});
+
+test('user cache: 200,000 users remembered (a bulk create) stay within the bound', (t) => {
+  const users = createUserCache({} as AuthClient, 600_000, 2_000_000);
+  for (let i = 0; i < 200_000; i++) users.remember({ name: `user-${i}`, admin: false, groups: ['g'], created: '2026-11-25T00:00:00.000Z', last_activity: '' });
+  t.true(users.bytes <= 2_000_000, `${users.bytes} bytes`);
+});
