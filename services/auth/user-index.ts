@@ -310,16 +310,28 @@ export class UserIndex {
     return out;
   }
 
-  /** A page of all users but the ids in `exclude` (e.g. users with servers): a walk of the order, no sort. */
+  /**
+   * A page of all users but the ids in `exclude` (a few: users with servers, for `?state=inactive`), O(k log n +
+   * limit) at any offset: each excluded id's position in the order, then the page's start counted past them.
+   */
   pageExcept(sort: UserSort, offset: number, limit: number, exclude: ReadonlySet<number>): number[] {
     const list = this.order(sort.key);
+    // positions in the walking direction (from the end for a descending sort), ascending
+    const skipped: number[] = [];
+    for (const id of exclude) {
+      if (!this.has(id)) continue;
+      const p = this.position(list, sort.key, id);
+      if (list.a[p] === id) skipped.push(sort.desc ? list.n - 1 - p : p);
+    }
+    skipped.sort((x, y) => x - y);
+    // the k-th kept user stands at k plus the excluded positions at or before it
+    let at = offset;
+    let s = 0;
+    while (s < skipped.length && skipped[s] <= at) { at++; s++; }
     const out: number[] = [];
-    let skip = offset;
-    for (let k = 0; k < list.n && out.length < limit; k++) {
-      const id = list.a[sort.desc ? list.n - 1 - k : k];
-      if (exclude.has(id)) continue;
-      if (skip > 0) skip--;
-      else out.push(id);
+    for (; at < list.n && out.length < limit; at++) {
+      if (s < skipped.length && skipped[s] === at) { s++; continue; }
+      out.push(list.a[sort.desc ? list.n - 1 - at : at]);
     }
     return out;
   }
