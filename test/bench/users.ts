@@ -122,9 +122,10 @@ async function createUsers(c: Client, n: number, batch: number, concurrency: num
   let size = batch;
   let retries = 0;
   let reported = 0;
+  let failed = false;
   const t0 = performance.now();
   const worker = async (): Promise<void> => {
-    while (next < n) {
+    while (next < n && !failed) {
       const from = next;
       const count = Math.min(size, n - from);
       next += count;
@@ -149,7 +150,8 @@ async function createUsers(c: Client, n: number, batch: number, concurrency: num
       }
     }
   };
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  // the first failure stops the other requesters too
+  await Promise.all(Array.from({ length: concurrency }, () => worker().catch((e) => { failed = true; throw e; })));
   const seconds = (performance.now() - t0) / 1000;
   return { users: n, seconds, perSecond: n / seconds, batch, finalBatch: size, concurrency, retries };
 }
