@@ -4,6 +4,7 @@
 // reconnect, since events may have been missed meanwhile.
 import type { HubError } from '../../shared/errors.js';
 import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
+import { BoundedCache, stringBytes } from '../../shared/bounded-cache.js';
 import { cacheKey } from '../../shared/secrets.js';
 import { identityHit, identityMiss } from './metrics.js';
 
@@ -18,66 +19,6 @@ export interface Identity {
 }
 
 export interface UserRecord { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
-
-/** Roughly what V8 spends on a string of this text (header and one byte a character; names are mostly ASCII). */
-export const stringBytes = (s: string): number => 24 + s.length;
-/** A Map entry, its wrapper object and the key. */
-const ENTRY_BYTES = 96;
-
-/**
- * A Map bounded in bytes (oldest first out, by an estimate of each value's size) and by age per entry: a hub of
- * a million users must not grow a cache entry per user it ever served. `onDrop` hears every entry that leaves.
- */
-export class BoundedCache<V> {
-  private entries = new Map<string, { value: V; until: number; bytes: number }>();
-  private held = 0;
-  constructor(
-    private readonly maxBytes: number,
-    private readonly maxAgeMs: number,
-    private readonly sizeOf: (value: V) => number,
-    private readonly onDrop?: (key: string, value: V) => void,
-  ) {}
-
-  /** The estimated bytes held (keys, values, entries). */
-  get bytes(): number {
-    return this.held;
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
-
-  get(key: string): V | undefined {
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    if (e.until <= Date.now()) {
-      this.delete(key);
-      return undefined;
-    }
-    return e.value;
-  }
-
-  set(key: string, value: V, untilMs = Infinity): void {
-    this.delete(key);
-    const bytes = ENTRY_BYTES + stringBytes(key) + this.sizeOf(value);
-    this.entries.set(key, { value, until: Math.min(untilMs, Date.now() + this.maxAgeMs), bytes });
-    this.held += bytes;
-    // bounded: each turn removes one entry, and the new one stays even if it alone is over the bound
-    while (this.held > this.maxBytes && this.entries.size > 1) this.delete(this.entries.keys().next().value!);
-  }
-
-  delete(key: string): void {
-    const e = this.entries.get(key);
-    if (!e) return;
-    this.entries.delete(key);
-    this.held -= e.bytes;
-    this.onDrop?.(key, e.value);
-  }
-
-  clear(): void {
-    for (const key of [...this.entries.keys()]) this.delete(key);
-  }
-}
 
 /** Cache keys grouped by something many entries share (an owner, a token id), so forgetting them is no scan. */
 class KeysBy {

@@ -3,6 +3,7 @@
 // groups (asked of the auth actor, cached until an event says they changed), plus the user's live shares
 // (shares.ts: granted to them or to one of their groups).
 import type { AuditPublisher } from '../../shared/audit.js';
+import { BoundedCache, stringBytes } from '../../shared/bounded-cache.js';
 import { currentRequest } from '../../shared/context.js';
 import type { CallContext } from '../../shared/contracts/index.js';
 import type { Announce } from '../../shared/nats.js';
@@ -70,7 +71,14 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
   const book = roleBook(config);
   const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
   /** owner key → roles and expanded scopes; dropped when the owner changes (or a share in them expires) */
-  const ownerCache = new Map<string, OwnerInfo | null>();
+  // every owner's roles and scopes, kept until an event says they changed; bounded in bytes (a million users)
+  const ownerCache = new BoundedCache<OwnerInfo | null>(config.Hub.cache_max_bytes / 2, Infinity, (info) => {
+    if (!info) return 16;
+    let n = 120;
+    for (const r of info.roles) n += 8 + stringBytes(r);
+    for (const sc of info.scopes) n += 32 + stringBytes(sc);
+    return n;
+  });
 
   const keyOf = (o: Owner) => `${o.kind}:${o.name}`;
 
@@ -347,8 +355,12 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
         if (ids.length) void audit.publish('token', 'delete', { who: body.by || 'actor:tokens', what: `user:${body.name}`, outcome: 'ok', reason: 'user deleted', tokens: ids.map((id) => `a${id}`) });
         forgetOwner({ kind: 'user', name: body.name });
         await shares.forgetUser(body.name); // their servers' grantees lose access, shares to them go
-      } else if (change === 'created' || change === 'updated') {
+      } else if (change === 'updated') {
         forgetOwner({ kind: 'user', name: body.name });
+      } else if (change === 'created') {
+        // a new user has nothing cached anywhere, unless this actor remembered the name's absence: a bulk create
+        // of a million users is not a million owner.changed events for every gateway
+        if (ownerCache.has(keyOf({ kind: 'user', name: body.name }))) forgetOwner({ kind: 'user', name: body.name });
       } // `activity` changes nothing a token may do
     },
 

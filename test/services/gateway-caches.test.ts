@@ -1,7 +1,8 @@
 // The gateway's caches hold a bounded number of bytes however many users and tokens pass through, and forget an
 // owner's or a token's entries without scanning the others (one event per member when a big group changes).
 import test from 'ava';
-import { BoundedCache, createIdentityCache, createUserCache } from '../../services/gateway/caches.js';
+import { createIdentityCache, createUserCache } from '../../services/gateway/caches.js';
+import { BoundedCache } from '../../shared/bounded-cache.js';
 import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
 
 test('bounded cache: the oldest entries go once the estimated bytes pass the bound; every drop is heard', (t) => {

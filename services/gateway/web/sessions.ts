@@ -3,7 +3,8 @@
 import type { HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
-import { BoundedCache, stringBytes, type Identity } from '../caches.js';
+import { BoundedCache, stringBytes } from '../../../shared/bounded-cache.js';
+import type { Identity } from '../caches.js';
 import { callOf, type RequestInfo } from '../http.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
