@@ -4,13 +4,14 @@
 // with many usernames, BENCH_USERS_BATCH per request, default 10,000, BENCH_USERS_CONCURRENCY requests at once,
 // default 2; a batch answered 502-504 is sent again and later batches are halved); activity for a few hundred
 // users and five running servers (so `sort=last_activity` and `state=` mean something); its memory with the
-// users; sequential requests (one kept-alive connection, one at a time): GET /hub/api as the floor, pages at
-// offsets 0, the middle and the end of every sort and state filter, the admin page's name search with a new term
-// each request, p50/p99; then a clean stop and a restart on the same data dir, timed from the start command to
-// the first 200 of GET /hub/api/users?limit=1 (and to /hub/health and the supervisor's ready line), and its
-// memory after that. The established hub (jupyterhub.ts: its current release, from setup's venv) gets the same
-// at BENCH_JH_USERS (default 10,000 and 30,000; "" skips it). A table at the end sets our figures against the
-// issue's targets (PASS/MISS); BENCH_OUT=<file> also writes every figure as JSON. BENCH_PAGE_SAMPLES (200).
+// users; sequential requests (one kept-alive connection, one at a time, in rounds over every row): GET /hub/api
+// as the floor, pages at offsets 0, the middle and the end of every sort and state filter; the admin page's
+// name search with a new term each request; p50/p99 of each; then a clean stop and a restart on the same data
+// dir, timed from the start command to the first 200 of GET /hub/api/users?limit=1 (and to /hub/health and the
+// supervisor's ready line), and its memory after that. The established hub (jupyterhub.ts: its current release,
+// from setup's venv) gets the same at BENCH_JH_USERS (default 10,000 and 30,000; "" skips it). A table at the
+// end sets our figures against the issue's targets (PASS/MISS); BENCH_OUT=<file> also writes every figure as
+// JSON. BENCH_PAGE_SAMPLES sets the timed requests per row (200).
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -225,49 +226,48 @@ type PageKey = `${(typeof LISTS)[number]} @${(typeof OFFSETS)[number]}`;
 
 interface PageFigure extends Latency { offset: number; total: number }
 
-/** One list at one offset: WARMUP requests, then SAMPLES more timed, one at a time on one kept-alive connection. */
-async function measurePage(c: Client, list: string, offset: number, total: number): Promise<PageFigure> {
-  const path = `/hub/api/users?${list}&offset=${offset}&limit=${PAGE}`;
+/** The first answer of a page, checked: a 200 with as many items as the list has from that offset. */
+async function checkPage(c: Client, path: string, offset: number, total: number): Promise<void> {
   const first = await call(c, 'GET', path, undefined, 30_000, c.agent);
   const items = json(first, path)?.items;
   const expected = Math.max(0, Math.min(PAGE, total - offset));
   if (first.status !== 200 || !Array.isArray(items) || items.length !== expected) {
     throw new Error(`${c.label}: GET ${path} answered ${first.status} with ${Array.isArray(items) ? items.length : 'no'} items (expected ${expected}): ${first.text.slice(0, 200)}`);
   }
-  const ms: number[] = [];
-  for (let i = 0; i < WARMUP + SAMPLES; i++) {
-    const r = await call(c, 'GET', path, undefined, 30_000, c.agent);
-    if (r.status !== 200) throw new Error(`${c.label}: GET ${path} answered ${r.status}: ${r.text.slice(0, 200)}`);
-    if (i >= WARMUP) ms.push(r.ms);
-  }
-  return { ...latency(ms), offset, total };
 }
 
-async function measurePages(c: Client): Promise<Record<PageKey, PageFigure>> {
-  const out = {} as Record<PageKey, PageFigure>;
+/**
+ * Every list at every offset, and GET /hub/api (the version, no user data) as the floor of a request here: in
+ * rounds of one request each, one at a time on one kept-alive connection, WARMUP rounds first, then SAMPLES
+ * timed. Rounds, not one row after another: on a shared machine a burst of other work then lands on every row alike.
+ */
+async function measurePages(c: Client): Promise<{ floor: Latency; pages: Record<PageKey, PageFigure> }> {
+  const rows: { key: PageKey | 'floor'; path: string; offset: number; total: number; ms: number[] }[] = [{ key: 'floor', path: '/hub/api', offset: 0, total: 0, ms: [] }];
   for (const list of LISTS) {
     const total = await totalUsers(c, `&${list}`);
     const offsets = { '0': 0, 'N/2': Math.floor(total / 2), 'N-50': Math.max(0, total - PAGE) };
     for (const at of OFFSETS) {
-      const f = await measurePage(c, list, offsets[at], total);
-      out[`${list} @${at}` as PageKey] = f;
-      log(`${c.label}: GET /hub/api/users?${list}&offset=${f.offset}&limit=${PAGE} (of ${fmtInt(total)}): p50 ${f.p50.toFixed(2)} ms, p99 ${f.p99.toFixed(2)} ms`);
+      const path = `/hub/api/users?${list}&offset=${offsets[at]}&limit=${PAGE}`;
+      await checkPage(c, path, offsets[at], total);
+      rows.push({ key: `${list} @${at}` as PageKey, path, offset: offsets[at], total, ms: [] });
     }
   }
-  return out;
-}
-
-/** The floor of a sequential request here: GET /hub/api (the version, no user data), same client and connection. */
-async function measureFloor(c: Client): Promise<Latency> {
-  const ms: number[] = [];
-  for (let i = 0; i < WARMUP + SAMPLES; i++) {
-    const r = await call(c, 'GET', '/hub/api', undefined, 30_000, c.agent);
-    if (r.status !== 200) throw new Error(`${c.label}: GET /hub/api answered ${r.status}: ${r.text.slice(0, 200)}`);
-    if (i >= WARMUP) ms.push(r.ms);
+  for (let round = 0; round < WARMUP + SAMPLES; round++) {
+    for (const row of rows) {
+      const r = await call(c, 'GET', row.path, undefined, 30_000, c.agent);
+      if (r.status !== 200) throw new Error(`${c.label}: GET ${row.path} answered ${r.status}: ${r.text.slice(0, 200)}`);
+      if (round >= WARMUP) row.ms.push(r.ms);
+    }
   }
-  const f = latency(ms);
-  log(`${c.label}: GET /hub/api (floor): p50 ${f.p50.toFixed(2)} ms, p99 ${f.p99.toFixed(2)} ms`);
-  return f;
+  const pages = {} as Record<PageKey, PageFigure>;
+  let floor: Latency | undefined;
+  for (const row of rows) {
+    const f = latency(row.ms);
+    log(`${c.label}: GET ${row.path}${row.key === 'floor' ? ' (floor)' : ` (of ${fmtInt(row.total)})`}: p50 ${f.p50.toFixed(2)} ms, p99 ${f.p99.toFixed(2)} ms`);
+    if (row.key === 'floor') floor = f;
+    else pages[row.key] = { ...f, offset: row.offset, total: row.total };
+  }
+  return { floor: floor!, pages };
 }
 
 interface SearchFigure extends Latency { medianMatches: number }
@@ -441,8 +441,7 @@ async function ourSize(figures: SizeFigures): Promise<void> {
   figures.memoryMB.withUsers = pss(ourPids(hub));
   figures.bytesPerUser = { withUsers: bytesPerUser(figures.memoryMB.idle, figures.memoryMB.withUsers, n) };
   log(`${label}: PSS with the users ${sum(figures.memoryMB.withUsers).toFixed(1)} MB (${figures.bytesPerUser.withUsers?.toFixed(0)} bytes/user)`);
-  figures.floor = await measureFloor(c);
-  figures.pages = await measurePages(c);
+  ({ floor: figures.floor, pages: figures.pages } = await measurePages(c));
   figures.search = await measureSearch(c, n);
   await stopServers(c, serverUsers);
   c.agent.destroy();
@@ -523,8 +522,7 @@ async function theirSize(figures: SizeFigures): Promise<void> {
   figures.memoryMB.withUsers = pss(theirPids(jh));
   figures.bytesPerUser = { withUsers: bytesPerUser(figures.memoryMB.idle, figures.memoryMB.withUsers, n) };
   log(`${label}: PSS with the users ${sum(figures.memoryMB.withUsers).toFixed(1)} MB (${figures.bytesPerUser.withUsers?.toFixed(0)} bytes/user)`);
-  figures.floor = await measureFloor(c);
-  figures.pages = await measurePages(c);
+  ({ floor: figures.floor, pages: figures.pages } = await measurePages(c));
   figures.search = await measureSearch(c, n);
   await stopServers(c, serverUsers);
   c.agent.destroy();
@@ -619,7 +617,7 @@ function printTable(all: SizeFigures[], theirVersion: string | undefined): void 
   const cell = (f: SizeFigures, get: (f: SizeFigures) => string | undefined) => get(f) ?? (f.error ? 'failed' : 'n/a');
   const lat = (l?: Latency) => (l ? `${l.p50.toFixed(2)} / ${l.p99.toFixed(2)}` : undefined);
   const mb = (m?: Record<string, number>) => (m ? sum(m).toFixed(1) : undefined);
-  console.log(`\nusers summary (${new Date().toISOString()}; ${SAMPLES} sequential requests per row after ${WARMUP} to warm up, one kept-alive connection; ms p50 / p99)`);
+  console.log(`\nusers summary (${new Date().toISOString()}; ${SAMPLES} sequential requests per row after ${WARMUP} to warm up, in rounds over the rows, one kept-alive connection; ms p50 / p99)`);
   console.log(`  ours: ${BATCH} names a request, ${CONCURRENCY} requests at once; established: ${theirVersion ?? 'not run'}, ${JH_BATCH} a request, one at a time`);
   row('', cols);
   row('created, users/s', all.map((f) => cell(f, (x) => (x.creation ? `${fmtInt(x.creation.perSecond)}/s` : undefined))));
