@@ -28,10 +28,11 @@ const sizes = (text: string, what: string): number[] => text.split(',').map((s) 
 const SIZES = sizes(process.env.BENCH_USERS ?? '10000,100000,1000000', 'BENCH_USERS');
 const JH_SIZES = sizes(process.env.BENCH_JH_USERS ?? '10000,30000', 'BENCH_JH_USERS');
 /**
- * Our hub takes at most 32,766 names in one POST today (one SQLite variable per name in the auth actor: 32,767
- * answers 500 "too many SQL variables"); the 1 MiB body limit would allow ~70,000. Measured on 2 loaded cores up
- * to 200,000 users: 2,000 to 32,766 a request, 1 or 2 at once, all within 5,000-7,800 users/s; batches over
- * ~10,000 meet the 5 s internal deadline (504) as the table grows, so 10,000, two at once.
+ * Our hub takes at most Hub.max_names_per_request (50,000) names in one POST (413 beyond; before that limit,
+ * 32,767 or more answered 500, one SQLite variable per name); the 1 MiB body limit would allow ~70,000 of these
+ * names. Measured up to 300,000 users (2 shared cores): 10,000 or 20,000 a request, two at once, ~19,600/s;
+ * 50,000 alone 17,500/s with requests near the 5 s internal deadline; 5,000 × 2 18,800/s; one at a time or four
+ * at once slower (14,500/s, 11,800/s). Larger batches meet the deadline (504) on a loaded machine.
  */
 const BATCH = Number(process.env.BENCH_USERS_BATCH ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_USERS_CONCURRENCY ?? 2);
