@@ -13,6 +13,7 @@ const ENTRY_BYTES = 96;
 export class BoundedCache<V> {
   private entries = new Map<string, { value: V; until: number; bytes: number }>();
   private held = 0;
+  private evictFrom: Iterator<string> | undefined;
   constructor(
     private readonly maxBytes: number,
     private readonly maxAgeMs: number,
@@ -49,7 +50,21 @@ export class BoundedCache<V> {
     this.entries.set(key, { value, until: Math.min(untilMs, Date.now() + this.maxAgeMs), bytes });
     this.held += bytes;
     // bounded: each turn removes one entry, and the new one stays even if it alone is over the bound
-    while (this.held > this.maxBytes && this.entries.size > 1) this.delete(this.entries.keys().next().value!);
+    while (this.held > this.maxBytes && this.entries.size > 1) this.delete(this.oldest());
+  }
+
+  /**
+   * The oldest key, from one iterator kept across calls: `keys().next()` afresh walks over every slot the
+   * evicted entries left at the front of V8's table, O(n) per eviction; the kept one resumes where it was
+   * (everything before it was evicted or deleted; a re-set key moved to the end and is met again there).
+   */
+  private oldest(): string {
+    let next = this.evictFrom?.next();
+    if (!next || next.done) {
+      this.evictFrom = this.entries.keys();
+      next = this.evictFrom.next();
+    }
+    return next.value!;
   }
 
   delete(key: string): void {
