@@ -75,7 +75,7 @@ const inList = (column: string) => `${column} IN (SELECT value FROM json_each(?)
 const listParam = (values: readonly (string | number)[]) => JSON.stringify(values);
 
 /** Rows read per statement while the index loads: short steps, so requests are answered in between. */
-const LOAD_CHUNK = 20_000;
+const LOAD_CHUNK = 5_000;
 
 /** What a transaction changes in memory, applied when it commits: users added, other index changes, groups counted. */
 interface Staged { added: { id: number; name: string }[]; index: IndexChange[]; groups: number }
@@ -130,6 +130,9 @@ export class AuthStore {
     let byName: Int32Array;
     try {
       await reader.exec('BEGIN');
+      const size = await reader.get<{ n: number; maxId: number | null; bytes: number | null }>(
+        'SELECT count(*) AS n, max(id) AS maxId, sum(length(CAST(name AS BLOB))) AS bytes FROM users');
+      this.index.reserve(size?.n ?? 0, size?.maxId ?? 0, size?.bytes ?? 0);
       let lastId = 0;
       for (;;) {
         if (this.closing) throw new Error('auth store: closed while loading the user index');

@@ -16,6 +16,9 @@ const SEARCH_CACHE_IDS = 4_000_000;
 /** At most this many searches are kept, the least recently used dropped first. */
 const SEARCH_CACHE_SIZE = 32;
 
+/** The next capacity: doubling while small, then a quarter more (a million users must not carry a million spare). */
+const grown = (capacity: number, needed: number): number => Math.max(needed, capacity < 65_536 ? capacity * 2 : Math.ceil(capacity * 1.25));
+
 /** A growable list of int32s (ids, or positions in an arena). */
 class IntList {
   a: Int32Array;
@@ -26,9 +29,9 @@ class IntList {
 
   reserve(extra: number): void {
     if (this.n + extra <= this.a.length) return;
-    const grown = new Int32Array(Math.max(this.a.length * 2, this.n + extra));
-    grown.set(this.a.subarray(0, this.n));
-    this.a = grown;
+    const bigger = new Int32Array(grown(this.a.length, this.n + extra));
+    bigger.set(this.a.subarray(0, this.n));
+    this.a = bigger;
   }
 
   push(v: number): void {
@@ -55,16 +58,19 @@ class Arena {
   /** Appends `text` and returns where it starts. */
   append(text: string): number {
     const need = Buffer.byteLength(text) + 1;
-    if (this.used + need > this.buf.length) {
-      const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + need));
-      this.buf.copy(grown, 0, 0, this.used);
-      this.buf = grown;
-    }
+    this.reserve(need);
     const start = this.used;
     this.buf.write(text, start);
     this.buf[start + need - 1] = 0;
     this.used += need;
     return start;
+  }
+
+  reserve(bytes: number): void {
+    if (this.used + bytes <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(grown(this.buf.length, this.used + bytes));
+    this.buf.copy(bigger, 0, 0, this.used);
+    this.buf = bigger;
   }
 
   /** Where the text starting at `start` ends (its NUL). */
@@ -131,7 +137,7 @@ export class UserIndex {
   private ensureId(id: number): void {
     if (!Number.isSafeInteger(id) || id <= 0 || id >= 2 ** 31) throw new Error(`user index: id ${id} is not a positive int32`);
     if (id < this.entryOf.length) return;
-    const size = Math.max(this.entryOf.length * 2, id + 1);
+    const size = grown(this.entryOf.length, id + 1);
     const entries = new Int32Array(size);
     entries.set(this.entryOf);
     this.entryOf = entries;
@@ -224,6 +230,13 @@ export class UserIndex {
   }
 
   // ---- loading (at start, in the background: see AuthStore) ----
+
+  /** Sizes every array for what a load will bring (no growth, no slack): from the store's count, largest id and name bytes. */
+  reserve(users: number, maxId: number, nameBytes: number): void {
+    if (maxId > 0) this.ensureId(maxId);
+    for (const list of [this.nameStart, this.entryId, this.entryLower, this.byId, this.byName, this.byActivity]) list.reserve(users);
+    this.names.reserve(nameBytes + users);
+  }
 
   /** Users read in ascending id order: each appended to the id order. The other orders come with finishLoad. */
   loadRows(rows: readonly { id: number; name: string; last_activity: string | null }[]): void {
