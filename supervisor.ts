@@ -27,6 +27,10 @@ const SHUTDOWN_GRACE_MS = 250;
  * auth (which serves list pages) keep the full JIT and V8's helper threads (concurrent GC). Small young
  * generations keep idle RSS down; `--single-threaded` (no V8 worker threads) saves ~5 MB per cold actor.
  */
+/** Actors an API request needs, started before the others; and how long the others wait for the front door. */
+const API_PATH = new Set(['tokens', 'auth', 'gateway']);
+const FRONT_DOOR_FIRST_MS = 3000;
+
 const ACTOR_NODE_FLAGS: Record<string, string[]> = {
   gateway: ['--max-semi-space-size=8'],
   tokens: ['--max-semi-space-size=2'],
@@ -63,17 +67,17 @@ function killLeftovers(dataDir: string, log: Logger): void {
   }
 }
 
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+async function waitForPort(port: number, timeoutMs: number, what = 'NATS', host = '127.0.0.1'): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (let delay = 10; Date.now() < deadline; delay = Math.min(delay * 2, 200)) {
     const open = await new Promise<boolean>((resolve) => {
-      const s = tcpConnect({ host: '127.0.0.1', port }, () => { s.destroy(); resolve(true); });
+      const s = tcpConnect({ host, port }, () => { s.destroy(); resolve(true); });
       s.on('error', () => resolve(false));
     });
     if (open) return;
     await new Promise((r) => setTimeout(r, delay));
   }
-  throw new Error(`NATS did not accept connections on 127.0.0.1:${port} within ${timeoutMs} ms`);
+  throw new Error(`${what} did not accept connections on ${host}:${port} within ${timeoutMs} ms`);
 }
 
 function lookupUser(name: string): { uid: number; gid: number } {
@@ -232,8 +236,16 @@ async function start(config: HubConfig): Promise<void> {
   } else {
     rest.unshift(first);
   }
-  // Actors start together: each waits for what it needs, so start-up costs one actor's boot, not six.
-  for (const child of rest) child.start();
+  // Actors do not wait for each other (each waits for what it needs), but the API's path boots first: tokens,
+  // auth and the gateways, then the others once the front door listens (bounded). On two cores six processes
+  // booting at once each took the time of all, and a restarted hub answered its API a second later.
+  const apiPath = rest.filter((c) => API_PATH.has(c.spec.id.replace(/-\d+$/, '')));
+  for (const child of apiPath) child.start();
+  if (config.Supervisor.actors.includes('gateway')) {
+    const host = ['0.0.0.0', '::', ''].includes(config.Hub.ip) ? '127.0.0.1' : config.Hub.ip;
+    await waitForPort(config.Hub.port, FRONT_DOOR_FIRST_MS, 'the gateway', host).catch(() => undefined);
+  }
+  for (const child of rest) if (!apiPath.includes(child)) child.start();
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}`, node: config.Hub.node_name,
     actors: config.Supervisor.actors, gateways: config.Supervisor.actors.includes('gateway') ? config.Supervisor.gateways : 0 }, 'hub starting');
   // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts
