@@ -60,8 +60,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function userModels(rows: UserRow[]): Promise<UserModel[]> {
-    const groups = await store.groupsOfUsers(rows.map((r) => r.id));
-    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: groups.get(r.id) ?? [], created: r.created, last_activity: latest(r.name, r.last_activity) }));
+    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity) }));
   }
 
   async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {

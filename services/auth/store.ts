@@ -53,7 +53,14 @@ const MIGRATIONS = [
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
 
-export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null }
+export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string }
+
+/**
+ * A user row with its group names (JSON, in group id order) from one correlated subquery: a page of users is one
+ * statement, not two round trips through the driver's thread pool.
+ */
+const USER = `users.*, (SELECT json_group_array(name) FROM (SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id
+  WHERE m.user_id = users.id ORDER BY g.id)) AS groups_json`;
 export interface GroupRow { id: number; name: string; properties: string }
 
 /** Restricts a list to named users and members of named groups (a caller with filtered list scopes). */
@@ -215,7 +222,7 @@ export class AuthStore {
   // ---- users ----
 
   getUser(name: string): Promise<UserRow | undefined> {
-    return this.db.get<UserRow>('SELECT * FROM users WHERE name = ?', [name]);
+    return this.db.get<UserRow>(`SELECT ${USER} FROM users WHERE name = ?`, [name]);
   }
 
   /** How many users there are, and how many were active since each of `since` (ISO times): index ranges, no scan of rows. */
@@ -228,7 +235,7 @@ export class AuthStore {
 
   async getUsers(names: string[]): Promise<UserRow[]> {
     if (!names.length) return [];
-    return this.db.all<UserRow>(`SELECT * FROM users WHERE ${inList('name')}`, [listParam(names)]);
+    return this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${inList('name')}`, [listParam(names)]);
   }
 
   /**
@@ -270,7 +277,7 @@ export class AuthStore {
     }
     const where = conditions.join(' AND ');
     if (sort.key === 'id') {
-      const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+      const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
       const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
       return { rows, total };
     }
@@ -284,7 +291,7 @@ export class AuthStore {
     const where = exclude.length ? `WHERE NOT ${inList('name')}` : '';
     const params = exclude.length ? [listParam(exclude)] : [];
     const order = SQL_ORDER[sort.key][sort.desc ? 1 : 0];
-    const rows = await this.db.all<UserRow>(`SELECT * FROM users ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+    const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...params, limit, offset]);
     const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users ${where}`, params))!.n;
     return { rows, total };
   }
@@ -296,13 +303,13 @@ export class AuthStore {
   private async usersInIdRange(ids: number[], desc: boolean): Promise<UserRow[]> {
     if (!ids.length) return [];
     const [lo, hi] = desc ? [ids[ids.length - 1], ids[0]] : [ids[0], ids[ids.length - 1]];
-    return this.db.all<UserRow>(`SELECT * FROM users WHERE id BETWEEN ? AND ? ORDER BY id ${desc ? 'DESC' : ''} LIMIT ?`, [lo, hi, ids.length]);
+    return this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE id BETWEEN ? AND ? ORDER BY id ${desc ? 'DESC' : ''} LIMIT ?`, [lo, hi, ids.length]);
   }
 
   /** Rows of these ids, in this order. */
   private async usersByIds(ids: number[]): Promise<UserRow[]> {
     if (!ids.length) return [];
-    const rows = await this.db.all<UserRow>(`SELECT * FROM users WHERE ${inList('id')}`, [listParam(ids)]);
+    const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${inList('id')}`, [listParam(ids)]);
     const byId = new Map(rows.map((r) => [r.id, r]));
     return ids.map((id) => byId.get(id)).filter((r): r is UserRow => r !== undefined);
   }
@@ -310,22 +317,6 @@ export class AuthStore {
   /** Activity not yet written still orders `sort=last_activity` pages at once. */
   noteActivity(id: number, at: string): void {
     this.applyToIndex({ kind: 'touch', id, at });
-  }
-
-  /** Group names of each user id, for one page of users at a time. */
-  async groupsOfUsers(userIds: number[]): Promise<Map<number, string[]>> {
-    const out = new Map<number, string[]>(userIds.map((id) => [id, []]));
-    if (!userIds.length) return out;
-    // a page's ids are usually dense (a page in id order: all of them): then a range, dropping the few rows of others
-    let lo = userIds[0];
-    let hi = userIds[0];
-    for (const id of userIds) if (id < lo) lo = id; else if (id > hi) hi = id;
-    const dense = hi - lo < 2 * userIds.length;
-    const rows = await this.db.all<{ user_id: number; name: string }>(
-      `SELECT m.user_id, g.name FROM group_members m JOIN groups g ON g.id = m.group_id WHERE ${dense ? 'm.user_id BETWEEN ? AND ?' : inList('m.user_id')} ORDER BY g.id`,
-      dense ? [lo, hi] : [listParam(userIds)]);
-    for (const r of rows) out.get(r.user_id)?.push(r.name);
-    return out;
   }
 
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
