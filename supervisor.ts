@@ -249,6 +249,10 @@ async function start(config: HubConfig): Promise<void> {
   // booting at once each took the time of all, and a restarted hub answered its API a second later.
   const apiPath = rest.filter((c) => API_PATH.has(c.spec.id.replace(/-\d+$/, '')));
   for (const child of apiPath) child.start();
+  // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts. Listening
+  // before anything is awaited: the auth actor sends the first-admin set-up code over IPC as soon as it runs.
+  // (a node without a gateway has no front door of its own to announce)
+  if (config.Supervisor.actors.includes('gateway')) void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
   if (config.Supervisor.actors.includes('gateway')) {
     const host = ['0.0.0.0', '::', ''].includes(config.Hub.ip) ? '127.0.0.1' : config.Hub.ip;
     await waitForPort(config.Hub.port, FRONT_DOOR_FIRST_MS, 'the gateway', host).catch(() => undefined);
@@ -256,9 +260,6 @@ async function start(config: HubConfig): Promise<void> {
   for (const child of rest) if (!apiPath.includes(child)) child.start();
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}`, node: config.Hub.node_name,
     actors: config.Supervisor.actors, gateways: config.Supervisor.actors.includes('gateway') ? config.Supervisor.gateways : 0 }, 'hub starting');
-  // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts
-  // (a node without a gateway has no front door of its own to announce)
-  if (config.Supervisor.actors.includes('gateway')) void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
 }
 
 
