@@ -109,7 +109,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function requireUsersExist(names: string[]): Promise<void> {
-    const found = new Set((await store.getUsers(names)).map((r) => r.name));
+    const found = await store.existingNames(names);
     const missing = names.filter((n) => !found.has(n));
     if (missing.length) {
       const named = missing.slice(0, 20).join(', ') + (missing.length > 20 ? ` and ${missing.length - 20} more` : '');
@@ -143,7 +143,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       const invalid = names.filter((n) => invalidNameReason(n));
       if (invalid.length) throw errors.badRequest(`Invalid username${invalid.length > 1 ? 's' : ''}: ${invalid.map((n) => JSON.stringify(n.slice(0, 100))).join(', ')}`, 'HUB_ERR_NAME_INVALID');
       const created = await store.transaction(async () => {
-        const existing = new Set((await store.getUsers(names)).map((row) => row.name));
+        const existing = await store.existingNames(names);
         const fresh = names.filter((n) => !existing.has(n));
         if (!fresh.length) throw errors.conflict(`All ${names.length} users already exist`, 'HUB_ERR_USER_EXISTS');
         const now = isoNow();

@@ -233,6 +233,13 @@ export class AuthStore {
     return { total, active };
   }
 
+  /** Which of these names are users (50,000 checked at once: the name index only, no row or group read). */
+  async existingNames(names: string[]): Promise<Set<string>> {
+    if (!names.length) return new Set();
+    const rows = await this.db.all<{ name: string }>(`SELECT name FROM users WHERE ${inList('name')}`, [listParam(names)]);
+    return new Set(rows.map((r) => r.name));
+  }
+
   async getUsers(names: string[]): Promise<UserRow[]> {
     if (!names.length) return [];
     return this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${inList('name')}`, [listParam(names)]);
