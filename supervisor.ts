@@ -40,9 +40,9 @@ const API_PATH = new Set(['tokens', 'auth', 'gateway']);
 const FRONT_DOOR_FIRST_MS = 3000;
 
 const ACTOR_NODE_FLAGS: Record<string, string[]> = {
-  gateway: ['--max-semi-space-size=8'],
-  tokens: ['--max-semi-space-size=2'],
-  auth: ['--max-semi-space-size=2'],
+  gateway: ['--max-semi-space-size=8', '--expose-gc'],
+  tokens: ['--max-semi-space-size=2', '--expose-gc'],
+  auth: ['--max-semi-space-size=2', '--expose-gc'],
   oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
   spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
   'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],

@@ -7,6 +7,7 @@ import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
 import { isoNow, parseTimestamp } from '../../shared/time.js';
 import type { AuthStore, GroupRow, UserRow } from './store.js';
 import { parseSort } from '../../shared/lists.js';
+import { collectAfterBurst } from '../../shared/idle-gc.js';
 
 export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
 export interface GroupModel { name: string; users: string[]; properties_json: string; member_count: number; more_members_after: number }
@@ -159,6 +160,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
         events.push(created.length === 1 ? { who: r.by, what: users[0], outcome: 'ok' as const, admin: r.admin } : { who: r.by, what: '', outcome: 'ok' as const, admin: r.admin, users });
       }
       void audit.publishMany('user', 'create', events);
+      if (created.length > 1000) collectAfterBurst();
       return { users: await userModels(await store.getUsers(created)) };
     },
 

@@ -1,4 +1,5 @@
 // Domain events that make the gateway's caches stale (subjects from shared/subjects.ts).
+import { collectAfterBurst } from '../../shared/idle-gc.js';
 import { parseEventSubject } from '../../shared/subjects.js';
 import type { IdentityCache, UserCache } from './caches.js';
 import type { WebSessions } from './web/sessions.js';
@@ -16,6 +17,9 @@ export function applyEvent(subject: string, body: any, { identities, users, web 
     }
   } else if (entity === 'session' && change === 'revoked') web.forgetSession(body.session_id);
   else if (entity === 'user' && change === 'activity' && typeof body.last_activity === 'string') users.touch(body.name, body.last_activity);
-  else if (entity === 'user') users.forget(body.name);
+  else if (entity === 'user') {
+    users.forget(body.name);
+    if (change === 'created') collectAfterBurst(); // a bulk create is thousands of these: collect once they stop
+  }
   else if (entity === 'group') for (const name of body.users ?? []) users.forget(name);
 }

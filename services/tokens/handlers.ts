@@ -4,6 +4,7 @@
 // (shares.ts: granted to them or to one of their groups).
 import type { AuditPublisher } from '../../shared/audit.js';
 import { BoundedCache, stringBytes } from '../../shared/bounded-cache.js';
+import { collectAfterBurst } from '../../shared/idle-gc.js';
 import { currentRequest } from '../../shared/context.js';
 import type { CallContext } from '../../shared/contracts/index.js';
 import type { Announce } from '../../shared/nats.js';
@@ -358,6 +359,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       } else if (change === 'updated') {
         forgetOwner({ kind: 'user', name: body.name });
       } else if (change === 'created') {
+        collectAfterBurst(); // a bulk create is thousands of these: collect once they stop
         // a new user has nothing cached anywhere, unless this actor remembered the name's absence: a bulk create
         // of a million users is not a million owner.changed events for every gateway
         if (ownerCache.has(keyOf({ kind: 'user', name: body.name }))) forgetOwner({ kind: 'user', name: body.name });

@@ -11,6 +11,7 @@ import { parseTimestamp } from '../../../shared/time.js';
 import { encodeJson } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
 import { parseSort } from '../../../shared/lists.js';
+import { collectAfterBurst } from '../../../shared/idle-gc.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
   const { config, auth, users, book, identities, servers, spawner, nc } = deps;
@@ -73,6 +74,7 @@ export function userRoutes(deps: ApiDeps): Route[] {
         if (body.admin && !mayGrantAdmin(req)) throw errors.forbidden('Only admins can grant admin permissions');
         const r = await auth.createUsers({ names, admin: Boolean(body.admin), by: req.who }, req.call);
         req.reply.json(201, r.users.map((u) => { users.remember(u); return model(req.held, u); }));
+        if (r.users.length > 1000) collectAfterBurst();
       },
     },
     {
