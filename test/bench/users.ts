@@ -421,6 +421,17 @@ const guard = (stop: () => Promise<unknown>): (() => void) => {
   return () => running.delete(stop);
 };
 /** Each cleanup once, in the order they were registered (a hub before the homes of its servers), every one tried. */
+type MemoryStage = 'withUsers' | 'settled' | 'afterRestart';
+const STAGE_WORDS: Record<MemoryStage, string> = { withUsers: 'with the users', settled: 'settled', afterRestart: 'after the restart' };
+
+/** Keeps one PSS sample of a stage with its bytes per user over the idle hub, and says it. */
+function noteMemory(figures: SizeFigures, stage: MemoryStage, sample: Record<string, number>, label: string): void {
+  figures.memoryMB[stage] = sample;
+  const perUser = bytesPerUser(figures.memoryMB.idle, sample, figures.users);
+  (figures.bytesPerUser ??= {})[stage] = perUser;
+  log(`${label}: PSS ${STAGE_WORDS[stage]} ${sum(sample).toFixed(1)} MB (${perUser?.toFixed(0)} bytes/user)`);
+}
+
 async function cleanUp(): Promise<void> {
   const all = [...running];
   running.clear();
@@ -462,14 +473,10 @@ async function ourSize(figures: SizeFigures): Promise<void> {
   const serverUsers = active.slice(0, SERVERS);
   await startServers(c, serverUsers);
   await waitForQuiet(hub.proc.pid!, log, QUIET_MS);
-  figures.memoryMB.withUsers = pss(ourPids(hub));
-  figures.bytesPerUser = { withUsers: bytesPerUser(figures.memoryMB.idle, figures.memoryMB.withUsers, n) };
-  log(`${label}: PSS with the users ${sum(figures.memoryMB.withUsers).toFixed(1)} MB (${figures.bytesPerUser.withUsers?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'withUsers', pss(ourPids(hub)), label);
   ({ floor: figures.floor, pages: figures.pages } = await measurePages(c));
   figures.search = await measureSearch(c, n);
-  figures.memoryMB.settled = await settledPss(() => ourPids(hub));
-  figures.bytesPerUser.settled = bytesPerUser(figures.memoryMB.idle, figures.memoryMB.settled, n);
-  log(`${label}: PSS settled ${sum(figures.memoryMB.settled).toFixed(1)} MB (${figures.bytesPerUser.settled?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'settled', await settledPss(() => ourPids(hub)), label);
   await stopServers(c, serverUsers);
   c.agent.destroy();
 
@@ -479,9 +486,7 @@ async function ourSize(figures: SizeFigures): Promise<void> {
   const after = await totalUsers(c);
   if (after !== total) throw new Error(`${label}: ${total} users before the restart, ${after} after`);
   await waitForQuiet(hub.proc.pid!, log, QUIET_MS);
-  figures.memoryMB.afterRestart = pss(ourPids(hub));
-  figures.bytesPerUser.afterRestart = bytesPerUser(figures.memoryMB.idle, figures.memoryMB.afterRestart, n);
-  log(`${label}: PSS after the restart ${sum(figures.memoryMB.afterRestart).toFixed(1)} MB (${figures.bytesPerUser.afterRestart?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'afterRestart', pss(ourPids(hub)), label);
   c.agent.destroy();
 
   // the issue: a killed actor is restarted and the hub healthy again within 2 s; the gateway once the API answers after auth
@@ -579,14 +584,10 @@ async function theirSize(figures: SizeFigures): Promise<void> {
   guard(async () => { for (const h of homes) rmSync(h, { recursive: true, force: true }); });
   await startServers(c, serverUsers);
   await waitForQuiet(jh.pid, log, QUIET_MS);
-  figures.memoryMB.withUsers = pss(theirPids(jh));
-  figures.bytesPerUser = { withUsers: bytesPerUser(figures.memoryMB.idle, figures.memoryMB.withUsers, n) };
-  log(`${label}: PSS with the users ${sum(figures.memoryMB.withUsers).toFixed(1)} MB (${figures.bytesPerUser.withUsers?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'withUsers', pss(theirPids(jh)), label);
   ({ floor: figures.floor, pages: figures.pages } = await measurePages(c));
   figures.search = await measureSearch(c, n);
-  figures.memoryMB.settled = await settledPss(() => theirPids(jh));
-  figures.bytesPerUser.settled = bytesPerUser(figures.memoryMB.idle, figures.memoryMB.settled, n);
-  log(`${label}: PSS settled ${sum(figures.memoryMB.settled).toFixed(1)} MB (${figures.bytesPerUser.settled?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'settled', await settledPss(() => theirPids(jh)), label);
   await stopServers(c, serverUsers);
   c.agent.destroy();
 
@@ -596,9 +597,7 @@ async function theirSize(figures: SizeFigures): Promise<void> {
   const after = await totalUsers(c);
   if (after !== total) throw new Error(`${label}: ${total} users before the restart, ${after} after`);
   await waitForQuiet(jh.pid, log, QUIET_MS);
-  figures.memoryMB.afterRestart = pss(theirPids(jh));
-  figures.bytesPerUser.afterRestart = bytesPerUser(figures.memoryMB.idle, figures.memoryMB.afterRestart, n);
-  log(`${label}: PSS after the restart ${sum(figures.memoryMB.afterRestart).toFixed(1)} MB (${figures.bytesPerUser.afterRestart?.toFixed(0)} bytes/user)`);
+  noteMemory(figures, 'afterRestart', pss(theirPids(jh)), label);
   c.agent.destroy();
 }
 
