@@ -83,7 +83,7 @@ export const SCHEMA = {
     spawn_queue_limit: { kind: 'integer', default: 1000, help: 'starts that may wait beyond concurrent_spawn_limit, first come first served; past it 429 (0 = no waiting)', min: 0 },
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
-    authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'oauth'] },
+    authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth'] },
     public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
@@ -163,32 +163,91 @@ export const SCHEMA = {
   Authenticator: {
     admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
     username_map: { kind: 'string-map', default: {}, help: 'login name -> hub user name, applied (after lower-casing) wherever a name enters the hub: logins, the API, the set-up page; e.g. {"alice.smith@example.org": "asmith"}', check: checkUsernameMap },
-    allowed_users: { kind: 'string-list', default: [], help: 'who may log in ([] = anyone the authenticator accepts; admins always may)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.allowed_users', n)) },
+    allowed_users: { kind: 'string-list', default: [], help: 'who may log in besides admins and what the authenticator\'s own rules admit (allowed_groups)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.allowed_users', n)) },
+    allow_all: { kind: 'boolean', default: false, help: 'let everyone the authenticator accepts in; otherwise (as in the established hub 5) pam, ldap and oauth admit only admins, allowed_users, their allowed_groups and, with allow_existing_users, users already in the hub (password and dummy, with no allow option set, admit everyone they accept: a password is given by an admin)' },
+    allow_existing_users: { kind: 'boolean', default: false, help: 'users that exist in the hub (made by an admin through the API or the admin page) may log in; deleting a user takes that away' },
     auth_refresh_age: seconds(300, 'how old a login may get before the authenticator refreshes the user'),
     refresh_pre_spawn: { kind: 'boolean', default: false, help: 'refresh the user before starting their server' },
+    manage_groups: { kind: 'boolean', default: false, help: 'hub groups follow what the authenticator says at each login and refresh (created when missing); group membership is then read-only in the API and the admin page' },
+    enable_auth_state: { kind: 'boolean', default: false, help: 'keep what a login returns (tokens, user info, directory attributes) encrypted with HUB_CRYPT_KEY (32 bytes in hex; several, separated by ";", the first encrypting, to rotate); readable with admin:auth_state' },
+    auth_state_environment: { kind: 'string-map', default: {}, help: 'environment variable -> auth state field (a dotted path, e.g. "access_token" or "user.email") given to each server at its start, refreshed first with refresh_pre_spawn; needs enable_auth_state', check: checkAuthStateEnvironment },
   },
   PasswordAuthenticator: {
-    failed_login_limit: { kind: 'integer', default: 5, help: 'failed logins (per user, and per client address) before a lockout', min: 1 },
+    failed_login_limit: { kind: 'integer', default: 5, help: 'failed logins (per user, and per client address) before a lockout; applies to every form login (password, dummy, pam, ldap)', min: 1 },
     lockout_seconds: seconds(300, 'how long a lockout lasts'),
     min_password_length: { kind: 'integer', default: 8, help: 'shortest password `hub add-user`, `hub set-password` and the API accept', min: 1 },
   },
   DummyAuthenticator: {
     password: { kind: 'string', default: '', help: 'the one password every user name logs in with ("" = any password; for demos and tests only)' },
   },
+  PAMAuthenticator: {
+    service: { kind: 'string', default: 'login', help: 'the PAM service whose stack checks passwords (/etc/pam.d/<service>)', check: (v: string) => (/^[A-Za-z0-9_.-]{1,64}$/.test(v) ? [] : [`PAMAuthenticator.service: ${JSON.stringify(v)} is not a PAM service name`]) },
+    allowed_groups: { kind: 'string-list', default: [], help: 'Unix groups (primary or supplementary) whose members may log in' },
+    admin_groups: { kind: 'string-list', default: [], help: 'Unix groups whose members are hub admins' },
+    open_sessions: { kind: 'boolean', default: false, help: 'open a PAM session for each login (pam_open_session) and close it at logout' },
+    check_account: { kind: 'boolean', default: true, help: 'run PAM\'s account checks (pam_acct_mgmt: expired, locked) after the password' },
+    encoding: { kind: 'string', default: 'utf8', help: 'encoding of names and passwords handed to PAM', choices: ['utf8', 'latin1'] },
+  },
+  LDAPAuthenticator: {
+    server_address: { kind: 'string', default: '', help: 'the directory\'s host name or address (required with authenticator_class "ldap")' },
+    server_port: { kind: 'integer', default: 0, help: 'its port (0 = 636 with tls_strategy "on_connect", else 389)', min: 0, max: 65535 },
+    tls_strategy: { kind: 'string', default: 'before_bind', help: '"before_bind" (StartTLS before any bind), "on_connect" (LDAPS) or "insecure" (plain LDAP: passwords in the clear)', choices: ['before_bind', 'on_connect', 'insecure'] },
+    tls_kwargs: { kind: 'object', default: {}, help: 'TLS options: {"ca_certs_file": "/path/ca.pem", "validate": "CERT_REQUIRED" | "CERT_NONE"}', check: checkLdapTls },
+    bind_dn_template: { kind: 'string-list', default: [], help: 'DN templates with {username}, tried in order, e.g. ["uid={username},ou=people,dc=example,dc=org"]', check: (v: string[]) => v.filter((t) => !t.includes('{username}')).map((t) => `LDAPAuthenticator.bind_dn_template: ${JSON.stringify(t)} has no {username}`) },
+    lookup_dn: { kind: 'boolean', default: false, help: 'find the person\'s DN by a search (user_search_base, user_attribute) instead of bind_dn_template' },
+    user_search_base: { kind: 'string', default: '', help: 'where to search for people, e.g. "ou=people,dc=example,dc=org"' },
+    user_attribute: { kind: 'string', default: 'uid', help: 'the attribute that holds the login name (uid, sAMAccountName, …)' },
+    lookup_dn_search_filter: { kind: 'string', default: '({login_attr}={login})', help: 'the search for the person, with {login_attr} and {login} (escaped)' },
+    lookup_dn_search_user: { kind: 'string', default: '', help: 'the DN that searches ("" = an anonymous search)' },
+    lookup_dn_search_password: { kind: 'string', default: '', help: 'its password' },
+    lookup_dn_user_dn_attribute: { kind: 'string', default: '', help: 'an attribute of the found entry to use as the hub user name ("" = the login name)' },
+    escape_userdn: { kind: 'boolean', default: false, help: 'escape the found DN again before binding (directories with special characters in DNs)' },
+    allowed_groups: { kind: 'string-list', default: [], help: 'group DNs whose members may log in' },
+    admin_groups: { kind: 'string-list', default: [], help: 'group DNs whose members are hub admins' },
+    group_search_filter: { kind: 'string', default: '(|(member={userdn})(uniqueMember={userdn})(memberUid={uid}))', help: 'how membership of one of those groups is checked, with {userdn} and {uid} (escaped); groupOfNames, groupOfUniqueNames and posixGroup by default' },
+    group_search_base: { kind: 'string', default: '', help: 'with manage_groups: where to look for every group the person is in (by group_search_filter); "" = only the groups named in allowed_groups and admin_groups' },
+    group_attributes: { kind: 'string-list', default: ['cn'], help: 'with manage_groups: the attribute of each group entry the person is in that names the hub group' },
+    valid_username_regex: { kind: 'string', default: '^[a-z][.a-z0-9_-]*$', help: 'login names that reach the directory at all (others are refused before any request)', check: (v: string) => { try { new RegExp(v); return []; } catch { return [`LDAPAuthenticator.valid_username_regex: ${JSON.stringify(v)} is not a regular expression`]; } } },
+    auth_state_attributes: { kind: 'string-list', default: [], help: 'attributes of the person\'s entry kept in auth state (with enable_auth_state)' },
+    use_lookup_dn_username: { kind: 'boolean', default: true, help: 'with lookup_dn and lookup_dn_user_dn_attribute: the hub user name is that attribute\'s value' },
+  },
   OAuthenticator: {
-    authorize_url: { kind: 'string', default: '', help: 'the identity provider\'s authorization endpoint' },
+    oidc_issuer: { kind: 'string', default: '', help: 'an OpenID Connect provider\'s issuer URL: endpoints and keys come from its discovery document (then authorize_url, token_url and userdata_url are not needed)', check: (v: string) => (v === '' || /^https?:\/\/[^\s]+$/.test(v) ? [] : [`OAuthenticator.oidc_issuer: ${JSON.stringify(v)} is not an http(s) URL`]) },
+    authorize_url: { kind: 'string', default: '', help: 'the identity provider\'s authorization endpoint (plain OAuth 2, or to override discovery)' },
     token_url: { kind: 'string', default: '', help: 'its token endpoint' },
     userdata_url: { kind: 'string', default: '', help: 'its user-info endpoint' },
     client_id: { kind: 'string', default: '', help: 'the hub\'s client id at the provider' },
     client_secret: { kind: 'string', default: '', help: 'the hub\'s client secret at the provider' },
     scope: { kind: 'string-list', default: ['openid'], help: 'scopes the hub asks the provider for' },
-    username_claim: { kind: 'string', default: 'preferred_username', help: 'which field of the user info is the user name' },
-    allowed_users: { kind: 'string-list', default: [], help: 'who may log in through the provider ([] = anyone)' },
-    admin_users: { kind: 'string-list', default: [], help: 'provider users who are hub admins' },
+    username_claim: { kind: 'string', default: 'preferred_username', help: 'which claim of the id_token or user info is the user name' },
+    allowed_users: { kind: 'string-list', default: [], help: 'who may log in through the provider (added to Authenticator.allowed_users)' },
+    admin_users: { kind: 'string-list', default: [], help: 'provider users who are hub admins (added to Authenticator.admin_users)' },
+    auth_state_groups_key: { kind: 'string', default: 'groups', help: 'the claim (a dotted path into the id_token claims and user info) that lists the person\'s groups' },
+    allowed_groups: { kind: 'string-list', default: [], help: 'provider groups whose members may log in' },
+    admin_groups: { kind: 'string-list', default: [], help: 'provider groups whose members are hub admins' },
+    logout_redirect_url: { kind: 'string', default: '', help: 'where the browser goes after the hub\'s logout ("" = the provider\'s end-session endpoint when it has one, else the login page)' },
+    login_service: { kind: 'string', default: 'OAuth 2.0', help: 'the name on the login button: "Sign in with <login_service>"' },
+    enable_pkce: { kind: 'boolean', default: true, help: 'send a PKCE challenge (S256) with each login' },
+    token_endpoint_auth_method: { kind: 'string', default: 'client_secret_post', help: 'how the hub authenticates to the token endpoint', choices: ['client_secret_post', 'client_secret_basic', 'none'] },
   },
 } as const satisfies Record<string, Record<string, OptionSpec>>;
 
 // ---- deeper checks of structured options --------------------------------------------
+
+function checkAuthStateEnvironment(map: Record<string, string>): string[] {
+  return Object.entries(map).flatMap(([name, path]) => [
+    ...(/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? [] : [`Authenticator.auth_state_environment: ${JSON.stringify(name)} is not an environment variable name`]),
+    ...(/^[^.\s]+(\.[^.\s]+)*$/.test(path) ? [] : [`Authenticator.auth_state_environment.${name}: ${JSON.stringify(path)} is not a dotted path into the auth state`]),
+  ]);
+}
+
+function checkLdapTls(v: Record<string, unknown>): string[] {
+  return Object.entries(v).flatMap(([k, x]) => {
+    if (k === 'ca_certs_file') return typeof x === 'string' && isAbsolute(x) ? [] : [`LDAPAuthenticator.tls_kwargs.ca_certs_file: must be an absolute path`];
+    if (k === 'validate') return x === 'CERT_REQUIRED' || x === 'CERT_NONE' ? [] : [`LDAPAuthenticator.tls_kwargs.validate: "CERT_REQUIRED" or "CERT_NONE"`];
+    return [`LDAPAuthenticator.tls_kwargs: unknown key ${JSON.stringify(k)} (known: ca_certs_file, validate)`];
+  });
+}
 
 /** Placeholders a SLURM batch script may use (the slurm backend fills them). */
 export const SLURM_PLACEHOLDERS = ['job_name', 'username', 'servername', 'homedir', 'workdir', 'partition', 'memory', 'nprocs', 'runtime', 'options', 'cmd'] as const;
