@@ -123,6 +123,20 @@ function installSlurmForTests() {
 }
 
 /**
+ * The ldap backend's tests start their own slapd from a temp dir (test/auth/slapd.ts): Debian's slapd (with its
+ * schemas and back_mdb) and ldap-utils (slappasswd, ldapsearch for a look by hand). Only for tests; a hub with
+ * authenticator_class "ldap" talks to whatever directory LDAPAuthenticator.server_address names. apt's debconf
+ * questions take their defaults (noninteractive); a system slapd the package may start on 389 is not used.
+ */
+function installSlapdForTests() {
+  if (!process.argv.includes('--for-tests')) return;
+  if (['/usr/sbin/slapd', '/usr/sbin/slapadd', '/usr/lib/ldap/back_mdb.so', '/etc/ldap/schema/nis.schema', '/usr/bin/ldapsearch'].every((f) => existsSync(f))) return;
+  if (!canApt()) fail('the ldap tests need slapd and ldap-utils: run `sudo apt-get install -y slapd ldap-utils`');
+  console.error('hub setup: installing slapd and ldap-utils for the tests (apt-get)');
+  if (!aptInstall(['slapd', 'ldap-utils'])) fail('`apt-get install -y slapd ldap-utils` failed: install them by hand');
+}
+
+/**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
  * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
  * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
@@ -213,5 +227,6 @@ installChromium();
 installJupyterForTests();
 installPodmanForTests();
 installSlurmForTests();
+installSlapdForTests();
 installJupyterHubForBench();
 build();
