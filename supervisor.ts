@@ -12,7 +12,7 @@ import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
 import { isAlive, processesFile, processStart, readProcesses, type ProcessesRecord } from './shared/processes.js';
 import { portInUse } from './shared/ports.js';
-import { newToken } from './shared/secrets.js';
+import { CRYPT_KEY_ENV, newToken, parseCryptKeys } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
 import { announceReady } from './shared/ready-line.js';
@@ -180,6 +180,13 @@ async function start(config: HubConfig): Promise<void> {
   const ownNats = !config.Hub.nats_url || clustered;
   if (ownNats || process.env[NATS_TOKEN_ENV]) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
   const tokenEnv = !ownNats && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
+  // the auth state key goes to the auth actor alone; a hub asked to keep auth state without one does not start
+  let cryptEnv: NodeJS.ProcessEnv = {};
+  if (config.Authenticator.enable_auth_state) {
+    const keys = parseCryptKeys(process.env);
+    if ('problem' in keys) throw new ConfigError([`Authenticator.enable_auth_state: ${keys.problem}`]);
+    cryptEnv = { [CRYPT_KEY_ENV]: process.env[CRYPT_KEY_ENV] || process.env.JUPYTERHUB_CRYPT_KEY };
+  }
 
   if (ownNats) {
     const routes = config.Hub.nats_routes.map((u) => u.replace('nats://', `nats://hub:${natsToken}@`));
@@ -205,7 +212,10 @@ async function start(config: HubConfig): Promise<void> {
         // several gateways share Hub.port (SO_REUSEPORT); each is a child of its own, restarted on its own
         id: i > 1 ? `${actor}-${i}` : actor, command: process.execPath, ipc: true,
         args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
-        env: { ...baseEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}) },
+        env: {
+          ...baseEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(actor === 'auth' ? cryptEnv : {}),
+          ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}),
+        },
       }, policy, log, recordProcesses));
     }
   }

@@ -20,15 +20,12 @@ export const offlineNote = (dataDir: string) =>
 export async function openOffline(config: HubConfig) {
   const { AuthStore } = await import('../services/auth/store.js');
   const { createAuthHandlers } = await import('../services/auth/handlers.js');
-  const { createLoginHandlers } = await import('../services/auth/login.js');
+  const { setHubPassword } = await import('../services/auth/login.js');
   const dataDir = config.Hub.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const authStore = await AuthStore.open(storePath(dataDir, 'auth'));
   const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth, usernameMap: config.Authenticator.username_map });
-  const login = createLoginHandlers({
-    config, store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS,
-    ensureUser: async () => { throw new Error('logins need the running hub'); },
-  });
+  const login = { setPassword: (r: { name: string; password: string; by: string }) => setHubPassword({ config, store: authStore, audit: NO_AUDIT_TRAIL }, r) };
   let tokenStore: Awaited<ReturnType<typeof import('../services/tokens/store.js').TokenStore.open>> | undefined;
 
   return {

@@ -168,6 +168,7 @@ export const SCHEMA = {
     allow_existing_users: { kind: 'boolean', default: false, help: 'users that exist in the hub (made by an admin through the API or the admin page) may log in; deleting a user takes that away' },
     auth_refresh_age: seconds(300, 'how old a login may get before the authenticator refreshes the user'),
     refresh_pre_spawn: { kind: 'boolean', default: false, help: 'refresh the user before starting their server' },
+    auto_login: { kind: 'boolean', default: false, help: 'the sign-in page sends the browser straight to the identity provider instead of showing its "Sign in with …" button' },
     manage_groups: { kind: 'boolean', default: false, help: 'hub groups follow what the authenticator says at each login and refresh (created when missing); group membership is then read-only in the API and the admin page' },
     enable_auth_state: { kind: 'boolean', default: false, help: 'keep what a login returns (tokens, user info, directory attributes) encrypted with HUB_CRYPT_KEY (32 bytes in hex; several, separated by ";", the first encrypting, to rotate); readable with admin:auth_state' },
     auth_state_environment: { kind: 'string-map', default: {}, help: 'environment variable -> auth state field (a dotted path, e.g. "access_token" or "user.email") given to each server at its start, refreshed first with refresh_pre_spawn; needs enable_auth_state', check: checkAuthStateEnvironment },
@@ -617,6 +618,11 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 }
 
 /** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
+/** Where browsers reach the hub: Hub.public_url, else its own address (what providers send browsers back to). */
+export function hubPublicUrl(config: HubConfig): string {
+  return config.Hub.public_url.replace(/\/+$/, '') || hubInternalUrl(config);
+}
+
 export function hubInternalUrl(config: HubConfig): string {
   const ip = config.Hub.ip;
   const host = ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip;

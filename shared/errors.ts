@@ -19,6 +19,7 @@ const GRPC = { CANCELLED: 1, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUN
 export const CATALOGUE = {
   HUB_ERR_REQUEST_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid request' },
   HUB_ERR_NAME_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid name' },
+  HUB_ERR_GROUPS_MANAGED: { status: 400, grpc: GRPC.FAILED_PRECONDITION, message: 'Group membership is managed by the authenticator' },
   HUB_ERR_SCOPE_INVALID: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'Invalid scope' },
   HUB_ERR_SCOPE_NOT_HELD: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'A token cannot have scopes its owner or requester does not hold' },
   HUB_ERR_ROLE_NOT_FOUND: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'No such role' },

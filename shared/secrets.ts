@@ -46,3 +46,20 @@ export function cacheKey(token: string): string {
 const sha256: (data: string) => string = typeof crypto.hash === 'function'
   ? (data) => crypto.hash('sha256', data, 'base64url')
   : (data) => createHash('sha256').update(data).digest('base64url');
+
+// ---- the auth state key (Authenticator.enable_auth_state) ----
+
+/** Read by the supervisor (checked before anything starts) and handed to the auth actor alone. */
+export const CRYPT_KEY_ENV = 'HUB_CRYPT_KEY';
+export const CRYPT_KEY_ALIAS_ENV = 'JUPYTERHUB_CRYPT_KEY';
+
+/** The keys named by the environment, or the problem with them (each key: 32 bytes as 64 hex digits). */
+export function parseCryptKeys(env: NodeJS.ProcessEnv): { keys: Uint8Array[] } | { problem: string } {
+  const raw = env[CRYPT_KEY_ENV] || env[CRYPT_KEY_ALIAS_ENV] || '';
+  const parts = raw.split(';').map((k) => k.trim()).filter(Boolean);
+  if (!parts.length) return { problem: `${CRYPT_KEY_ENV} is not set (Authenticator.enable_auth_state needs it: \`openssl rand -hex 32\`)` };
+  const bad = parts.findIndex((k) => !/^[0-9a-fA-F]{64}$/.test(k));
+  if (bad >= 0) return { problem: `${CRYPT_KEY_ENV}: key ${bad + 1} of ${parts.length} is not 32 bytes written as 64 hex digits` };
+  return { keys: parts.map((k) => new Uint8Array(Buffer.from(k, 'hex'))) };
+}
+

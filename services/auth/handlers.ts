@@ -278,6 +278,36 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       return groupModel(r.name);
     },
 
+    /**
+     * Authenticator.manage_groups: the user's groups become exactly `groups` (what the authenticator says at a
+     * login or refresh); groups it names that do not exist yet are created. Each change is an event and an audit line.
+     */
+    async setUserGroups(name: string, groups: string[], by: string): Promise<void> {
+      const user = await mustGetUser(name);
+      const current = new Set(JSON.parse(user.groups_json) as string[]);
+      const wanted = new Set(groups.filter((g) => !invalidNameReason(g)));
+      for (const g of wanted) {
+        if (current.has(g)) continue;
+        const created = await store.transaction(async () => {
+          const existing = await store.getGroup(g);
+          const id = existing?.id ?? (await store.insertGroup(g));
+          await store.addMembers(id, [name]);
+          return !existing;
+        });
+        announceGroup(created ? 'created' : 'updated', g, [name]);
+        if (created) void audit.publish('group', 'create', { who: by, what: g, outcome: 'ok', users: [] });
+        void audit.publish('group', 'add_members', { who: by, what: g, outcome: 'ok', users: [name] });
+      }
+      for (const g of current) {
+        if (wanted.has(g)) continue;
+        const row = await store.getGroup(g);
+        if (!row) continue;
+        await store.transaction(() => store.removeMembers(row.id, [name]));
+        announceGroup('updated', g, [name]);
+        void audit.publish('group', 'remove_members', { who: by, what: g, outcome: 'ok', users: [name] });
+      }
+    },
+
     async setGroupProperties(r: { name: string; properties_json: string; by: string }) {
       const properties = parseJson(r.properties_json, maxJsonDepth, 'Group properties');
       if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) throw errors.badRequest('Group properties must be a JSON object');
@@ -290,15 +320,18 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   };
 }
 
-/** At a login: the user exists afterwards (created at first login), and is an admin when the authenticator says so. */
+/**
+ * At a login: the user exists afterwards (created at first login); `admin`, when the authenticator or
+ * admin_users says, is set (undefined leaves it as it is: an admin made through the API stays one).
+ */
 export function userEnsurer(h: Pick<ReturnType<typeof createAuthHandlers>, 'getUsers' | 'createUser' | 'updateUser'>) {
-  return async (name: string, admin: boolean): Promise<void> => {
+  return async (name: string, admin: boolean | undefined): Promise<void> => {
     const existing = (await h.getUsers({ names: [name] })).users[0];
     if (!existing) {
       // two first logins of one user at once: the second finds the user made by the first
-      await h.createUser({ name, admin, by: 'actor:auth (login)' }).catch((e: unknown) => {
+      await h.createUser({ name, admin: admin ?? false, by: 'actor:auth (login)' }).catch((e: unknown) => {
         if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
       });
-    } else if (admin && !existing.admin) await h.updateUser({ name, admin: true, by: 'actor:auth (login)' });
+    } else if (admin !== undefined && admin !== existing.admin) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
   };
 }

@@ -1,10 +1,15 @@
-// The auth actor: users, groups, logins (password, dummy, or an external identity provider) and their sessions. Wiring only.
+// The auth actor: users, groups, logins through the configured authenticator (./authenticators/), their sessions
+// and auth state. Wiring only.
 import { runActor } from '../../shared/actor.js';
 import { storePath } from '../../shared/paths.js';
 import { gauge } from '../../shared/metrics.js';
 import { createAnnouncer } from '../../shared/nats.js';
+import { errors } from '../../shared/errors.js';
+import { parseJson } from '../../shared/json.js';
+import { AuthStateCrypt, parseCryptKeys } from './auth-state.js';
+import { loadAuthenticator } from './authenticators/index.js';
 import { createAuthHandlers, userEnsurer } from './handlers.js';
-import { createExternalLogin, providerConfigProblems } from './external.js';
+import { createIdentity } from './identity.js';
 import { createLoginHandlers } from './login.js';
 import { createFirstAdminSetup } from './setup.js';
 import { AuthStore } from './store.js';
@@ -30,18 +35,18 @@ await runActor('auth', async (ctx) => {
   });
 
   const ensureUser = userEnsurer(h);
-  // With the external provider, a misconfigured section is fatal here and loud, not a broken login page later.
-  const viaProvider = ctx.config.Hub.authenticator_class === 'oauth';
-  const problems = viaProvider ? providerConfigProblems(ctx.config) : [];
-  if (problems.length) throw new Error(`authenticator_class "oauth" needs: ${problems.join('; ')}`);
-  const login = createLoginHandlers({
-    config: ctx.config, store, audit: ctx.audit,
-    announce: createAnnouncer(ctx.nc),
-    ensureUser,
-    // `external` is created just below; the closure runs only at refresh time
-    recheck: viaProvider ? (s) => external.recheck(s) : undefined,
+  const authenticator = await loadAuthenticator(ctx.config.Hub.authenticator_class, { config: ctx.config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
+  // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
+  let crypt: AuthStateCrypt | null = null;
+  if (ctx.config.Authenticator.enable_auth_state) {
+    const keys = parseCryptKeys(process.env);
+    if ('problem' in keys) throw new Error(keys.problem);
+    crypt = new AuthStateCrypt(keys.keys);
+  }
+  const identity = createIdentity({
+    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups,
   });
-  const external = createExternalLogin({ config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, openSession: login.openSession });
+  const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
   const prune = setInterval(() => void login.prune(), 600_000);
   prune.unref();
 
@@ -91,12 +96,25 @@ await runActor('auth', async (ctx) => {
       GetGroup: h.getGroup, GroupMembers: h.groupMembers, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
       Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
-      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser,
-      ExternalLoginUrl: external.loginUrl, CompleteExternalLogin: external.complete,
+      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser, LoginOptions: login.loginOptions, PrepareSpawn: login.prepareSpawn,
+      ExternalLoginUrl: login.loginUrl, CompleteExternalLogin: login.completeLogin,
+      GetAuthState: async (r: { name: string }) => {
+        await h.getUser({ name: r.name }); // 404 for no such user
+        return { enabled: crypt !== null, state_json: JSON.stringify(await identity.authStateOf(r.name)) };
+      },
+      SetAuthState: async (r: { name: string; state_json: string; by: string }) => {
+        if (!crypt) throw errors.badRequest('Auth state is not enabled on this hub (Authenticator.enable_auth_state)');
+        await h.getUser({ name: r.name });
+        const state = parseJson(r.state_json, ctx.config.Hub.max_json_depth, 'auth_state');
+        if (state !== null && (typeof state !== 'object' || Array.isArray(state))) throw errors.badRequest('auth_state must be a JSON object or null');
+        await identity.setAuthState(r.name, state as Record<string, unknown> | null, r.by);
+        return { enabled: true, state_json: JSON.stringify(await identity.authStateOf(r.name)) };
+      },
       SetupStatus: setup.setupStatus, CompleteSetup: setup.completeSetup,
     },
     close: async () => {
       clearInterval(prune);
+      await authenticator.close?.();
       h.stop();
       await h.flushActivity();
       await store.close();

@@ -49,6 +49,11 @@ const MIGRATIONS = [
   // a million users: pages by activity while the index loads, active-user counts and the admin count are index ranges
   `CREATE INDEX users_by_activity ON users(last_activity);
    CREATE INDEX users_admins ON users(admin) WHERE admin = 1;`,
+  // Authenticator.enable_auth_state: what a login returned, encrypted under HUB_CRYPT_KEY (a rename keeps it)
+  `CREATE TABLE auth_states (
+     user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+     encrypted TEXT NOT NULL
+   );`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
@@ -483,17 +488,37 @@ export class AuthStore {
     return ids;
   }
 
-  async putExternalToken(sessionId: string, sealed: string): Promise<void> {
+  // What a login said (the backend's identity and its tokens), sealed, kept with its session for refreshes; the
+  // table keeps its first name, from when only an external provider's tokens were kept.
+
+  async putLoginState(sessionId: string, sealed: string): Promise<void> {
     await this.db.run('INSERT INTO external_tokens (session_id, sealed) VALUES (?, ?) ON CONFLICT(session_id) DO UPDATE SET sealed = excluded.sealed', [sessionId, sealed]);
   }
 
-  /** A renewed token replaces the old one only while the session lives (a logout may have come in between). */
-  async renewExternalToken(sessionId: string, sealed: string): Promise<void> {
+  /** A refreshed state replaces the old one only while the session lives (a logout may have come in between). */
+  async renewLoginState(sessionId: string, sealed: string): Promise<void> {
     await this.db.run('UPDATE external_tokens SET sealed = ? WHERE session_id = ?', [sealed, sessionId]);
   }
 
-  async externalTokenOf(sessionId: string): Promise<string | undefined> {
+  async loginStateOf(sessionId: string): Promise<string | undefined> {
     return (await this.db.get<{ sealed: string }>('SELECT sealed FROM external_tokens WHERE session_id = ?', [sessionId]))?.sealed;
+  }
+
+  /** The newest live login of a user (a spawn through the API refreshes with it). */
+  async latestSessionOf(name: string): Promise<SessionRow | undefined> {
+    return this.db.get<SessionRow>('SELECT * FROM sessions WHERE user_name = ? AND revoked = 0 ORDER BY created DESC LIMIT 1', [name]);
+  }
+
+  async putAuthState(name: string, encrypted: string): Promise<void> {
+    await this.db.run('INSERT INTO auth_states (user_id, encrypted) SELECT id, ? FROM users WHERE name = ? ON CONFLICT(user_id) DO UPDATE SET encrypted = excluded.encrypted', [encrypted, name]);
+  }
+
+  async clearAuthState(name: string): Promise<void> {
+    await this.db.run('DELETE FROM auth_states WHERE user_id = (SELECT id FROM users WHERE name = ?)', [name]);
+  }
+
+  async authStateOf(name: string): Promise<string | undefined> {
+    return (await this.db.get<{ encrypted: string }>('SELECT a.encrypted FROM auth_states a JOIN users u ON u.id = a.user_id WHERE u.name = ?', [name]))?.encrypted;
   }
 
   async touchSession(id: string, refreshed: string): Promise<void> {

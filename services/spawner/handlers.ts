@@ -177,7 +177,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** What the server needs to know, and nothing of the hub's own environment beyond PATH and locale. */
-  function environment(r: ServerRecord, token: string, listen: Listen, spawner: HubConfig['Spawner']): Record<string, string> {
+  function environment(r: ServerRecord, token: string, listen: Listen, spawner: HubConfig['Spawner'], fromLogin: Record<string, string>): Record<string, string> {
     const clientId = serverClientId(r.user, r.name);
     const accessScopes = JSON.stringify([`access:servers!server=${r.user}/${r.name}`, `access:servers!user=${r.user}`]);
     const limits = limitsOf(spawner);
@@ -185,6 +185,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     return withPrefixAliases({
       ...inherited, LANG: process.env.LANG ?? 'C.UTF-8',
       ...spawner.environment,
+      // Authenticator.auth_state_environment: from the login (e.g. the provider's access token); never stored
+      ...fromLogin,
       // as the established hub passes them: bytes, and cores
       ...(limits.memBytes !== null ? { MEM_LIMIT: String(limits.memBytes) } : {}),
       ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
@@ -259,7 +261,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, answered: () => void = () => undefined): Promise<void> {
+  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, fromLogin: Record<string, string>, answered: () => void = () => undefined): Promise<void> {
     const b = backend(r.spawner_class);
     const start = performance.now();
     try {
@@ -270,7 +272,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const spawner = withOverrides(config, 'Spawner', profile);
       const section = BACKENDS[r.spawner_class].section;
       const started = await b.start({
-        server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner),
+        server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner, fromLogin),
         limits: limitsOf(spawner), notebookDir: spawner.notebook_dir,
         options: section ? (withOverrides(config, section, profile) as Record<string, unknown>) : {},
         progress: (message) => backendProgress(r, message), signal: abort.signal, reported: () => reportOf(r).promise,
@@ -316,7 +318,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** Waits for a turn in the spawn queue (if the limit is reached), then starts. */
-  async function queuedSpawn(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string): Promise<void> {
+  async function queuedSpawn(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, fromLogin: Record<string, string>): Promise<void> {
     const key = serverKey(r.user, r.name);
     waitingRecords.set(key, r);
     try {
@@ -337,7 +339,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     };
     try {
       if (waited.delete(key)) await progress(r, { progress: 5, message: 'Your turn: starting' });
-      await spawnServer(r, abort, profile, by, release);
+      await spawnServer(r, abort, profile, by, fromLogin, release);
     } finally {
       release();
     }
@@ -432,7 +434,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const abort = new AbortController();
     const l = localOf(r);
     l.abort = abort;
-    const spawning = queuedSpawn(r, abort, profile, by);
+    // what the login gave the start (auth_state_environment) is never stored: a resumed start goes on without it
+    const spawning = queuedSpawn(r, abort, profile, by, {});
     l.spawning = spawning;
     spawning.catch(() => undefined);
   }
@@ -486,7 +489,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   const modelJson = (r: ServerRecord) => JSON.stringify(serverModel(r));
 
   return {
-    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string }) {
+    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string; auth_environment?: Record<string, string> }) {
       const current = registry.get(req.user, req.name);
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
@@ -516,7 +519,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const l = localOf(r);
       l.abort = abort;
       const waits = queue.admit() === 'wait';
-      const spawning = queuedSpawn(r, abort, profile, req.by || 'actor:spawner');
+      const spawning = queuedSpawn(r, abort, profile, req.by || 'actor:spawner', req.auth_environment ?? {});
       l.spawning = spawning;
       spawning.catch(() => undefined);
       if (waits) return { status: 'pending', server: serverMessage(r) }; // queued: 202 at once, the place is on the progress stream

@@ -65,8 +65,11 @@ export interface Authenticator {
   /** Whether the backend has an allow rule of its own configured (allowed_groups), for the check above. */
   readonly hasAllowRule: boolean;
 
-  /** Form backends: a name and a password (the name as typed, trimmed). */
-  authenticate?(credentials: { username: string; password: string }, ctx: CallContext): Promise<Verdict>;
+  /**
+   * Form backends: a name and a password. `username` is the name as typed (trimmed: what a directory or PAM
+   * knows); `hubName` is it as the hub names users (lower-cased, Authenticator.username_map applied).
+   */
+  authenticate?(credentials: { username: string; hubName: string; password: string }, ctx: CallContext): Promise<Verdict>;
 
   /** Redirect backends: where to send the browser. `state`, the PKCE challenge (S256) and `nonce` come from above. */
   loginUrl?(r: { state: string; codeChallenge: string; nonce: string; redirectUri: string }): Promise<string>;
@@ -93,6 +96,8 @@ export interface Authenticator {
 export interface AuthenticatorDeps {
   config: HubConfig;
   log: Logger;
+  /** the scrypt hash of a hub user's own password, if they have one (the `password` backend) */
+  passwordOf: (hubName: string) => Promise<string | undefined>;
 }
 
 export type AuthenticatorFactory = (deps: AuthenticatorDeps) => Authenticator;

@@ -16,8 +16,16 @@ const MEMBERS_MARK = `\u0000members:${randomBytes(16).toString('hex')}:`;
 const MARK_IN_JSON = new RegExp(`"${JSON.stringify(MEMBERS_MARK).slice(1, -1).replace(/[\\^$.*+?()[\]{}|]/g, '\\$&')}(\\d+)\\\\u0000"`, 'g');
 const JSON_TYPE = { 'Content-Type': 'application/json' };
 
+/** Authenticator.manage_groups: memberships follow the authenticator, so the API does not change them (as the established hub 5). */
+function groupsManagedError() {
+  return errors.badRequest('Group management via API is disabled: Authenticator.manage_groups is set', 'HUB_ERR_GROUPS_MANAGED');
+}
+
 export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
   const maxNames = config.Hub.max_names_per_request;
+  const unlessManaged = () => {
+    if (config.Authenticator.manage_groups) throw groupsManagedError();
+  };
 
   /**
    * Group models as JSON. A group of more than the auth actor lists at once (10,000) is streamed: its first
@@ -81,6 +89,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     {
       method: 'POST', path: '/groups', access: ['admin:groups'],
       async handle(req) {
+        unlessManaged();
         const body = jsonBody(req);
         if (!isPlainObject(body)) throw errors.badRequest('Must specify at least one group to create');
         onlyKeys(body, ['groups', 'users']);
@@ -101,6 +110,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     {
       method: 'POST', path: '/groups/:name', access: ['admin:groups'], resource: groupResource,
       async handle(req) {
+        unlessManaged();
         const body = jsonBody(req) ?? {};
         if (!isPlainObject(body)) throw errors.badRequest('Body must be a JSON object');
         onlyKeys(body, ['users']);
@@ -113,6 +123,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     {
       method: 'DELETE', path: '/groups/:name', access: ['delete:groups'], resource: groupResource,
       async handle(req) {
+        unlessManaged();
         // the members' cached models lose the group on the group.deleted events (one per 10,000 members)
         await auth.deleteGroup({ name: req.params.name, by: req.who }, req.call);
         req.reply.send(204, '');
@@ -121,6 +132,7 @@ export function groupRoutes({ config, auth, users, book }: ApiDeps): Route[] {
     ...(['POST', 'DELETE'] as const).map((method): Route => ({
       method, path: '/groups/:name/users', access: ['groups'], resource: groupResource,
       async handle(req) {
+        unlessManaged();
         const members = membersBody(req, method === 'POST' ? 'add' : 'delete');
         const g = await auth.changeGroupMembers({ name: req.params.name, users: members, add: method === 'POST', by: req.who }, req.call);
         forgetMembers(members);

@@ -13,16 +13,19 @@ import type { ApiRequest, Route } from './router.js';
 const KEEPALIVE_MS = 8000;
 
 /**
- * With Authenticator.refresh_pre_spawn, a browser login is re-checked with its authenticator before a
- * server starts (a token carries no login to re-check).
+ * Before a start: the auth actor refreshes the login with its authenticator when Authenticator.refresh_pre_spawn
+ * (the browser's own login, or the user's newest for an API token), and gives the environment
+ * Authenticator.auth_state_environment takes from the auth state. A refused login ends and the start does not happen.
  */
-export async function refreshBeforeSpawn(deps: ApiDeps, sessionId: string | undefined, call: CallOptions): Promise<void> {
-  if (!deps.config.Authenticator.refresh_pre_spawn || !sessionId) return;
-  const r = await deps.auth.refreshUser({ session_id: sessionId, by: 'actor:gateway (pre-spawn)' }, call);
-  if (!r.valid) {
-    deps.web.forgetSession(sessionId);
-    throw errors.forbidden('Your login has expired; sign in again to start a server', 'HUB_ERR_LOGIN_EXPIRED');
+export async function prepareSpawn(deps: ApiDeps, user: string, sessionId: string | undefined, by: string, call: CallOptions): Promise<Record<string, string>> {
+  const A = deps.config.Authenticator;
+  if (!A.refresh_pre_spawn && !Object.keys(A.auth_state_environment).length) return {};
+  const r = await deps.auth.prepareSpawn({ user, session_id: sessionId ?? '', by }, call);
+  if (!r.ok) {
+    if (sessionId) deps.web.forgetSession(sessionId);
+    throw errors.forbidden(r.message || 'Your login has expired; sign in again to start a server', 'HUB_ERR_LOGIN_EXPIRED');
   }
+  return r.environment ?? {};
 }
 
 export function serverRoutes(deps: ApiDeps): Route[] {
@@ -62,8 +65,8 @@ export function serverRoutes(deps: ApiDeps): Route[] {
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
     await mustUser(user);
-    await refreshBeforeSpawn(deps, req.identity?.sessionId, req.call);
-    const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who },
+    const fromLogin = await prepareSpawn(deps, user, req.identity?.owner.name === user ? req.identity.sessionId : undefined, req.who, req.call);
+    const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who, auth_environment: fromLogin },
       within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }

@@ -28,9 +28,17 @@ export function userRoutes(deps: ApiDeps): Route[] {
     return user;
   }
 
-  function respondUser(req: ApiRequest, status: number, user: UserRecord): void {
+  function respondUser(req: ApiRequest, status: number, user: UserRecord, authState?: unknown): void {
     users.remember(user);
-    req.reply.json(status, model(req.held, user, req) ?? { kind: 'user', name: user.name });
+    const out = model(req.held, user, req) ?? { kind: 'user', name: user.name };
+    if (authState !== undefined && 'auth_state' in out) out.auth_state = authState;
+    req.reply.json(status, out);
+  }
+
+  /** A single user's auth state, for a requester whose model of them shows it (admin:auth_state): never cached. */
+  async function authStateFor(req: ApiRequest, shown: Record<string, unknown> | null, name: string): Promise<unknown> {
+    if (!shown || !('auth_state' in shown)) return undefined;
+    return JSON.parse((await auth.getAuthState({ name }, req.call)).state_json || 'null') as unknown;
   }
 
   return [
@@ -81,7 +89,10 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'GET', path: '/users/:name', access: ['read:users', 'read:users:name', 'read:servers', 'read:users:groups', 'read:users:activity', 'read:roles:users'], resource,
       async handle(req) {
         const user = await mustGet(req.params.name);
-        req.reply.json(200, model(req.held, user, req));
+        const out = model(req.held, user, req);
+        const authState = await authStateFor(req, out, user.name);
+        if (out && authState !== undefined) out.auth_state = authState;
+        req.reply.json(200, out);
       },
     },
     {
@@ -99,18 +110,23 @@ export function userRoutes(deps: ApiDeps): Route[] {
       method: 'PATCH', path: '/users/:name', access: ['admin:users'], resource,
       async handle(req) {
         const body = jsonBody(req);
-        if (!isPlainObject(body) || !Object.keys(body).length) throw errors.badRequest('Invalid JSON data: must be an object with name and/or admin');
-        onlyKeys(body, ['name', 'admin']);
+        if (!isPlainObject(body) || !Object.keys(body).length) throw errors.badRequest('Invalid JSON data: must be an object with name, admin and/or auth_state');
+        onlyKeys(body, ['name', 'admin', 'auth_state']);
         if (body.name !== undefined && typeof body.name !== 'string') throw errors.badRequest('name must be a string');
         if (body.admin !== undefined && typeof body.admin !== 'boolean') throw errors.badRequest('admin must be true or false');
+        if (body.auth_state !== undefined && body.auth_state !== null && !isPlainObject(body.auth_state)) throw errors.badRequest('auth_state must be an object or null');
         const target = await mustGet(req.params.name);
         if (!mayGrantAdmin(req)) {
           if (target.admin) throw errors.forbidden('Only admins can modify other admins');
           if (body.admin) throw errors.forbidden('Only admins can grant admin permissions');
         }
-        const updated = await auth.updateUser({ name: req.params.name, new_name: body.name, admin: body.admin, by: req.who }, req.call);
+        // auth state first: a refused change (auth state off) leaves the name and admin flag as they were
+        if (body.auth_state !== undefined) await auth.setAuthState({ name: req.params.name, state_json: JSON.stringify(body.auth_state), by: req.who }, req.call);
+        const updated = body.name === undefined && body.admin === undefined ? target
+          : await auth.updateUser({ name: req.params.name, new_name: body.name, admin: body.admin, by: req.who }, req.call);
         users.forget(req.params.name);
-        respondUser(req, 200, updated);
+        const shown = model(req.held, updated, req);
+        respondUser(req, 200, updated, await authStateFor(req, shown, updated.name));
       },
     },
     {

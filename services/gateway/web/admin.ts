@@ -12,7 +12,9 @@ export interface AdminPageData {
   xsrf: string;
   me: string;
   namedServers: boolean;
-  can: { editUsers: boolean; grantAdmin: boolean; startServers: boolean; stopServers: boolean; editGroups: boolean; deleteGroups: boolean };
+  can: { editUsers: boolean; grantAdmin: boolean; startServers: boolean; stopServers: boolean; editGroups: boolean; editMembers: boolean; deleteGroups: boolean };
+  /** Authenticator.manage_groups */
+  groupsManaged: boolean;
 }
 
 const SHELL = `<link rel="stylesheet" href="${escapeHtml(assetUrl('admin.css'))}">
@@ -60,8 +62,11 @@ export function adminRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
           startServers: hasScope(id.scopes, 'start:servers'),
           stopServers: hasScope(id.scopes, 'delete:servers'),
           editGroups: hasScope(id.scopes, 'groups'),
-          deleteGroups: hasScope(id.scopes, 'delete:groups'),
+          // Authenticator.manage_groups: memberships follow the authenticator; the page shows them read-only
+          editMembers: hasScope(id.scopes, 'groups') && !config.Authenticator.manage_groups,
+          deleteGroups: hasScope(id.scopes, 'delete:groups') && !config.Authenticator.manage_groups,
         },
+        groupsManaged: config.Authenticator.manage_groups,
       };
       kit.html(reply, 200, page('Admin', SHELL, kit.nav(id), { scripts: ['admin.js'], data }));
     },

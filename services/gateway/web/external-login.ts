@@ -1,5 +1,5 @@
-// Logging in through an external identity provider (Hub.authenticator_class "oauth"), the gateway's half.
-// /hub/oauth_login keeps a random `state`, a PKCE verifier and where to go afterwards in a sealed,
+// Logging in through an external identity provider (an authenticator with a "Sign in with …" button), the
+// gateway's half. /hub/oauth_login keeps a random `state`, an OpenID `nonce`, a PKCE verifier and where to go afterwards in a sealed,
 // short-lived cookie, then sends the browser to the provider (the URL comes from the auth actor, which
 // knows the provider). /hub/oauth_callback accepts a code only together with that same state (so nobody
 // can plant their own login in someone's browser), has the auth actor finish the login, sets the login
@@ -20,8 +20,8 @@ const STATE_MAX_AGE_SECONDS = 600;
 /** CompleteExternalLogin makes two calls to the provider: the auth actor's budget for it (see proto/auth.proto). */
 const COMPLETE_DEADLINE_FACTOR = 3;
 
-/** The state cookie's sealed content: state, PKCE verifier, next (a local path or ""), when (epoch ms). */
-interface SavedState { s: string; v: string; n: string; t: number }
+/** The state cookie's sealed content: state, PKCE verifier, next (a local path or ""), when (epoch ms), nonce. */
+interface SavedState { s: string; v: string; n: string; t: number; o: string }
 
 export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { config, auth, web } = deps;
@@ -37,7 +37,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   /** The state this browser was given, if it is ours (sealed under the cookie secret) and recent. */
   function savedState(info: RequestInfo): SavedState | null {
     const saved = web.sealer.open<SavedState>(parseCookies(info.headers.cookie)[STATE_COOKIE]);
-    if (!saved || typeof saved.s !== 'string' || typeof saved.v !== 'string' || typeof saved.t !== 'number') return null;
+    if (!saved || typeof saved.s !== 'string' || typeof saved.v !== 'string' || typeof saved.t !== 'number' || typeof saved.o !== 'string') return null;
     return Date.now() - saved.t < STATE_MAX_AGE_SECONDS * 1000 ? saved : null;
   }
 
@@ -56,9 +56,10 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         if (await web.identify(info)) return redirect(reply, next || '/hub/home');
         const state = randomBytes(24).toString('base64url');
         const verifier = randomBytes(32).toString('base64url');
+        const nonce = randomBytes(24).toString('base64url');
         const challenge = createHash('sha256').update(verifier).digest('base64url');
-        const { url } = await auth.externalLoginUrl({ state, code_challenge: challenge }, callOf(info));
-        const saved: SavedState = { s: state, v: verifier, n: next, t: Date.now() };
+        const { url } = await auth.externalLoginUrl({ state, code_challenge: challenge, nonce }, callOf(info));
+        const saved: SavedState = { s: state, v: verifier, n: next, t: Date.now(), o: nonce };
         redirect(reply, url, [stateCookie(info, web.sealer.seal(saved), STATE_MAX_AGE_SECONDS)]);
       },
     },
@@ -77,7 +78,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const saved = savedState(info);
         if (!code) return failed(info, reply, 'The identity provider sent no code.');
         if (!state || !saved || !macEquals(state, saved.s)) return failed(info, reply, 'This sign-in was not started here, or it took too long (state missing or different).');
-        const r = await auth.completeExternalLogin({ code, code_verifier: saved.v, remote_addr: info.remoteAddress },
+        const r = await auth.completeExternalLogin({ code, code_verifier: saved.v, nonce: saved.o, remote_addr: info.remoteAddress },
           within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000, callOf(info)));
         if (!r.ok) return failed(info, reply, r.message);
         redirect(reply, localPath(saved.n) || '/hub/home', [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);

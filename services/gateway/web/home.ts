@@ -8,7 +8,7 @@ import { profilesOf } from '../../../shared/profiles.js';
 import {
   hubServerPath, invalidServerNameReason, lastOutcome, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
-import { refreshBeforeSpawn } from '../api/servers.js';
+import { prepareSpawn } from '../api/servers.js';
 import { forgetGrantees } from '../api/shares.js';
 import type { Identity } from '../caches.js';
 import { callOf, type Reply, type RequestInfo } from '../http.js';
@@ -111,8 +111,8 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
   async function start(info: RequestInfo, id: Identity, user: string, name: string, options: string): Promise<void> {
     const resource = await resourceOf(user, name);
     if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
-    await refreshBeforeSpawn(deps, id.sessionId, callOf(info));
-    const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}` },
+    const fromLogin = await prepareSpawn(deps, resource.user, id.owner.name === resource.user ? id.sessionId : undefined, `user:${id.owner.name}`, callOf(info));
+    const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}`, auth_environment: fromLogin },
       within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
     call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record
     await new Promise<void>((resolve, reject) => {

@@ -1,6 +1,7 @@
 // The hub's own pages under /hub/: the page kit (answers, login requirement, XSRF, top bar), login and
 // logout, and the dispatch; home and spawning live in home.ts, tokens in token-page.ts.
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
+import { hubPublicUrl } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { servicePrefix } from '../../../shared/servers.js';
@@ -88,15 +89,20 @@ export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[]
 
   const setup = firstAdminSetup(deps, kit);
 
+  /** The sign-in page: the authenticator's form, its "Sign in with …" button, or both (as LoginOptions says). */
   async function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): Promise<void> {
+    const offer = await auth.loginOptions({}, callOf(info));
     const xsrf = web.anonymousXsrf(info);
     const done = new URLSearchParams(info.query).get('setup') === 'done' ? '<p class="notice" id="setup-done">The admin is set up: sign in with the name and password you chose.</p>' : '';
-    const body = `${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
-<form method="post" action="/hub/login${next ? `?next=${encodeURIComponent(next)}` : ''}">
+    const nextQuery = next ? `?next=${encodeURIComponent(next)}` : '';
+    const button = offer.button ? `<p><a class="button primary" id="login-with" href="/hub/oauth_login${nextQuery}">Sign in with ${escapeHtml(offer.button)}</a></p>` : '';
+    const form = offer.form ? `<form method="post" action="/hub/login${nextQuery}">
 ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
 <label>Username<br><input name="username" autocomplete="username" autofocus required></label>
 <label>Password<br><input name="password" type="password" autocomplete="current-password"></label>
-<p><button type="submit" class="primary">Sign in</button></p></form></section>`;
+<p><button type="submit" class="${button ? '' : 'primary'}">Sign in</button></p></form>` : '';
+    const body = `${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
+${button}${button && form ? '<p class="muted">or with a name and password:</p>' : ''}${form}</section>`;
     html(reply, status, page('Sign in', body), xsrf.setCookie ? [xsrf.setCookie] : []);
   }
 
@@ -106,7 +112,8 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
       async handle(info, reply) {
         const next = localPath(new URLSearchParams(info.query).get('next')) ?? '';
         if (await web.identify(info)) return redirect(reply, next || '/hub/home');
-        if (config.Hub.authenticator_class === 'oauth') return redirect(reply, `/hub/oauth_login${next ? `?next=${encodeURIComponent(next)}` : ''}`);
+        // Authenticator.auto_login: straight to the provider, as the established hub does
+        if (config.Authenticator.auto_login && config.Hub.authenticator_class === 'oauth') return redirect(reply, `/hub/oauth_login${next ? `?next=${encodeURIComponent(next)}` : ''}`);
         loginForm(info, reply, 200, '', next);
       },
     },
@@ -137,9 +144,11 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
         const id = await web.identify(info);
         if (id) {
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
+          const ended = await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}`, post_logout_redirect_uri: `${hubPublicUrl(config)}/hub/login` }, callOf(info));
           await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
           web.forgetSession(id.sessionId);
+          // RP-initiated logout: the provider ends its own login too, then sends the browser back here
+          if (ended.logout_url) return redirect(reply, ended.logout_url, web.clearCookies(info));
         }
         html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a class="button primary" href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
       },

@@ -466,7 +466,7 @@
     props.value = JSON.stringify(g.properties || {}, null, 2);
     const members = (g.users || []).map((u) => el('li', { data: { member: u } },
       el('span', {}, u), ' ',
-      cfg.can.editGroups ? el('button', { class: 'link danger', 'aria-label': `Remove ${u} from ${g.name}`, data: { action: 'remove-member' }, onclick: (ev) => act(ev.currentTarget, async () => {
+      cfg.can.editMembers ? el('button', { class: 'link danger', 'aria-label': `Remove ${u} from ${g.name}`, data: { action: 'remove-member' }, onclick: (ev) => act(ev.currentTarget, async () => {
         await api('DELETE', `/groups/${seg(g.name)}/users`, { users: [u] });
         say(`Removed ${u} from ${g.name}.`);
         await loadGroups();
@@ -493,7 +493,7 @@
           });
         } }, 'Delete group') : null),
       el('ul', { class: 'members' }, members.length ? members : el('li', { class: 'muted' }, 'no members')),
-      cfg.can.editGroups ? el('form', { class: 'actions', data: { form: 'add-member' }, onsubmit: addMember }, memberInput, el('button', { type: 'submit', data: { action: 'add-member' } }, 'Add member')) : null,
+      cfg.can.editMembers ? el('form', { class: 'actions', data: { form: 'add-member' }, onsubmit: addMember }, memberInput, el('button', { type: 'submit', data: { action: 'add-member' } }, 'Add member')) : null,
       el('details', { class: 'properties' }, el('summary', {}, 'Properties'), props,
         cfg.can.editGroups ? el('div', { class: 'actions' }, el('button', { data: { action: 'save-properties' }, onclick: (ev) => act(ev.currentTarget, async () => {
           let value;
@@ -509,7 +509,11 @@
     );
   }
 
-  $('#create-group').addEventListener('submit', (ev) => {
+  // Authenticator.manage_groups: memberships follow the authenticator, so the page only shows them
+  if (cfg.groupsManaged) {
+    $('#create-group').replaceWith(el('p', { class: 'notice', id: 'groups-managed' }, 'Group memberships are managed by the authenticator: they change when people sign in.'));
+  }
+  $('#create-group')?.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const input = $('#new-group');
     const name = input.value.trim();

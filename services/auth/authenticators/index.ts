@@ -1,0 +1,20 @@
+// Hub.authenticator_class → its backend, loaded only when chosen (a hub on passwords never loads libpam, an LDAP
+// client or an OpenID client). A new backend: one file in this folder, its config section, one line here.
+import type { Authenticator, AuthenticatorDeps } from './contract.js';
+
+const BACKENDS: Record<string, () => Promise<(deps: AuthenticatorDeps) => Authenticator>> = {
+  password: async () => (await import('./password.js')).createPasswordAuthenticator,
+  dummy: async () => (await import('./dummy.js')).createDummyAuthenticator,
+  pam: async () => (await import('./pam.js')).createPamAuthenticator,
+  ldap: async () => (await import('./ldap.js')).createLdapAuthenticator,
+  oauth: async () => (await import('./oauth.js')).createOAuthenticator,
+};
+
+export async function loadAuthenticator(kind: string, deps: AuthenticatorDeps): Promise<Authenticator> {
+  const load = BACKENDS[kind];
+  if (!load) throw new Error(`Hub.authenticator_class: no authenticator named ${JSON.stringify(kind)} (known: ${Object.keys(BACKENDS).join(', ')})`);
+  const authenticator = (await load())(deps);
+  const problems = authenticator.configProblems?.() ?? [];
+  if (problems.length) throw new Error(`authenticator_class "${kind}" needs: ${problems.join('; ')}`);
+  return authenticator;
+}
