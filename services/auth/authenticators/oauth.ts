@@ -583,8 +583,10 @@ export const createOAuthenticator: AuthenticatorFactory = ({ config, log }) => {
         url.searchParams.set('code_challenge', codeChallenge);
         url.searchParams.set('code_challenge_method', 'S256');
       }
-      // OIDC Core §11: offline access (a refresh token) is asked for with prompt=consent.
+      // OIDC Core §11: offline access (a refresh token) is asked for with prompt=consent, unless the operator says otherwise
       if (oidc && O.scope.includes('offline_access')) url.searchParams.set('prompt', 'consent');
+      // extra_authorize_params: what a provider wants besides (Google's access_type=offline, prompt=login, hd=…)
+      for (const [key, value] of Object.entries(O.extra_authorize_params)) url.searchParams.set(key, value);
       return url.toString();
     },
 
