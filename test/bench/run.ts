@@ -1,13 +1,14 @@
 // `npm run bench [name ...]`: runs the named benchmarks (all when none is named) and prints their figures.
 import { api } from './api.js';
 import { footprint } from './footprint.js';
+import { loginBench } from './login.js';
 import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
 import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
 import { users } from './users.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

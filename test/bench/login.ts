@@ -1,0 +1,156 @@
+// Login benchmark: what the hub adds to a password login over the backend that checks the password, for ldap and
+// for pam, in the same run. Through the hub: the login form's POST /hub/login with _xsrf (a visitor who already has
+// the form), sequential, successful logins (PAM delays only failures; lockouts never count successes). The backend
+// alone, interleaved login by login with the hub's so both see the same machine: for ldap a bind of the same person
+// with ldapts on a connection of its own (what any LDAP login costs at least) and the hub's ldap backend called
+// in-process (that bind plus the read of the person's entry); for pam the hub's pam backend in-process
+// (pam_authenticate and pam_acct_mgmt in its worker pool, with a fresh deadline each time). Needs root (a Unix
+// account is made and removed) and slapd (`node scripts/setup.mjs --for-tests`). BENCH_LOGINS sets N (default 200).
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { Client } from 'ldapts';
+import { validateConfig } from '../../shared/config.js';
+import { createLogger } from '../../shared/log.js';
+import { startHub, type HubUnderTest } from '../harness.js';
+import { startSlapd, type Slapd } from '../auth/slapd.js';
+import { createLdapAuthenticator } from '../../services/auth/authenticators/ldap.js';
+import { createPamAuthenticator } from '../../services/auth/authenticators/pam.js';
+import type { Authenticator } from '../../services/auth/authenticators/contract.js';
+
+const N = Number(process.env.BENCH_LOGINS ?? 200);
+const WARMUP = 20;
+const TARGET_ADDED_MS = 2;
+const log = (line: string): void => console.log(`login: ${line}`);
+const quiet = createLogger('bench-login', 'silent');
+
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const fmt = (xs: number[]) => `p50 ${percentile(xs, 50).toFixed(2)} ms, p90 ${percentile(xs, 90).toFixed(2)} ms, p99 ${percentile(xs, 99).toFixed(2)} ms`;
+
+/** A visitor with the login form in hand: one kept-alive connection, the form's XSRF cookie, and timed POSTs. */
+async function formPoster(hubUrl: string): Promise<(username: string, password: string) => Promise<number>> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(hubUrl);
+  const request = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+    new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+      const req = http.request({ host: u.hostname, port: u.port, path, method, headers, agent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.setTimeout(20_000, () => req.destroy(new Error(`${method} ${path}: no answer in 20 s`)));
+      req.end(body);
+    });
+  const form = await request('GET', '/hub/login', { accept: 'text/html' });
+  const xsrf = /name="_xsrf"[^>]*value="([^"]*)"/.exec(form.body)?.[1];
+  if (form.status !== 200 || !xsrf) throw new Error(`the login form: ${form.status}`);
+  // the anonymous XSRF cookie only: each POST is a visitor's first login, not a logged-in browser's
+  const cookie = (form.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]).join('; ');
+  return async (username, password) => {
+    const body = new URLSearchParams({ _xsrf: xsrf, next: '', username, password }).toString();
+    const started = performance.now();
+    const r = await request('POST', '/hub/login', {
+      accept: 'text/html', cookie, 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(body)),
+    }, body);
+    const ms = performance.now() - started;
+    if (r.status !== 302 || !String(r.headers.location).endsWith('/hub/home')) {
+      throw new Error(`a login through the hub answered ${r.status}: ${/id="login-error">([^<]*)/.exec(r.body)?.[1] ?? r.body.slice(0, 200)}`);
+    }
+    return ms;
+  };
+}
+
+/** `rounds` of interleaved measurements (after a warm-up of each): label → ms per login. */
+async function interleaved(rounds: number, measures: Record<string, () => Promise<number>>): Promise<Record<string, number[]>> {
+  for (let i = 0; i < WARMUP; i++) for (const m of Object.values(measures)) await m();
+  const out: Record<string, number[]> = Object.fromEntries(Object.keys(measures).map((k) => [k, []]));
+  for (let i = 0; i < rounds; i++) for (const [k, m] of Object.entries(measures)) out[k].push(await m());
+  return out;
+}
+
+function report(kind: string, results: Record<string, number[]>, hubKey: string, backendKey: string): void {
+  for (const [k, xs] of Object.entries(results)) log(`  ${kind} ${k.padEnd(28)} ${fmt(xs)}`);
+  const added = percentile(results[hubKey], 50) - percentile(results[backendKey], 50);
+  log(`  ${kind}: the hub adds ${added.toFixed(2)} ms p50 over ${backendKey} (target ≤ ${TARGET_ADDED_MS} ms): ${added <= TARGET_ADDED_MS ? 'met' : 'NOT met'}`);
+}
+
+async function ldapBench(): Promise<void> {
+  const password = `bench-${randomBytes(9).toString('base64url')}`;
+  let dir: Slapd | undefined;
+  let hub: HubUnderTest | undefined;
+  try {
+    dir = await startSlapd({ people: [{ uid: 'bencher', password, mail: 'bencher@hub.test' }] });
+    const ldap = { server_address: dir.host, server_port: dir.port, tls_strategy: 'insecure', bind_dn_template: [`uid={username},ou=people,${dir.base}`] };
+    hub = await startHub({ config: { Hub: { authenticator_class: 'ldap' }, Authenticator: { allow_all: true }, LDAPAuthenticator: ldap } });
+    const post = await formPoster(hub.url);
+    const backend = createLdapAuthenticator({ config: validateConfig({ Hub: { authenticator_class: 'ldap' }, Authenticator: { allow_all: true }, LDAPAuthenticator: ldap }), log: quiet, passwordOf: async () => undefined });
+    const dn = dir.personDn('bencher');
+    const url = `ldap://${dir.host}:${dir.port}`;
+    const results = await interleaved(N, {
+      'through the hub': () => post('bencher', password),
+      'ldap backend in-process': async () => backendLogin(backend, 'bencher', password),
+      'ldapts bind alone': async () => {
+        const started = performance.now();
+        const client = new Client({ url, timeout: 5000, connectTimeout: 5000 });
+        await client.bind(dn, password);
+        await client.unbind();
+        return performance.now() - started;
+      },
+    });
+    log(`ldap (slapd on 127.0.0.1, plain LDAP, bind_dn_template), ${N} successful logins each, interleaved:`);
+    report('ldap', results, 'through the hub', 'ldapts bind alone');
+    const overBackend = percentile(results['through the hub'], 50) - percentile(results['ldap backend in-process'], 50);
+    log(`  ldap: the hub adds ${overBackend.toFixed(2)} ms p50 over its own ldap backend called in-process`);
+  } finally {
+    await hub?.stop();
+    await dir?.stop();
+  }
+}
+
+async function backendLogin(backend: Authenticator, username: string, password: string): Promise<number> {
+  const started = performance.now();
+  const v = await backend.authenticate!({ username, hubName: username.toLowerCase(), password }, { deadline: Date.now() + 5000, log: quiet });
+  const ms = performance.now() - started;
+  if (!v.ok) throw new Error(`the backend refused the bench login: ${v.reason}`);
+  return ms;
+}
+
+async function pamBench(): Promise<void> {
+  if (process.geteuid?.() !== 0) throw new Error('the pam login bench needs root: it makes a Unix account, and PAM reads /etc/shadow');
+  const name = `hb${randomBytes(3).toString('hex')}`;
+  const password = `bench-${randomBytes(9).toString('base64url')}`;
+  const run = (cmd: string, args: string[], input?: string) => execFileSync(cmd, args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
+  let hub: HubUnderTest | undefined;
+  let backend: Authenticator | undefined;
+  let made = false;
+  try {
+    run('useradd', ['-M', '-s', '/usr/sbin/nologin', name]);
+    made = true;
+    run('chpasswd', [], `${name}:${password}\n`);
+    hub = await startHub({ config: { Hub: { authenticator_class: 'pam' }, Authenticator: { allow_all: true } } });
+    const post = await formPoster(hub.url);
+    backend = createPamAuthenticator({ config: validateConfig({ Hub: { authenticator_class: 'pam' }, Authenticator: { allow_all: true } }), log: quiet, passwordOf: async () => undefined });
+    const b = backend;
+    const results = await interleaved(N, {
+      'through the hub': () => post(name, password),
+      'pam backend in-process': () => backendLogin(b, name, password),
+    });
+    const hash = String(run('getent', ['shadow', name])).split(':')[1]?.split('$')[1];
+    log(`pam (service "login", pam_unix, password hash $${hash}$), ${N} successful logins each, interleaved:`);
+    report('pam', results, 'through the hub', 'pam backend in-process');
+  } finally {
+    await backend?.close?.();
+    await hub?.stop();
+    if (made) run('userdel', [name]);
+  }
+}
+
+export async function loginBench(): Promise<void> {
+  await ldapBench();
+  await pamBench();
+}
