@@ -6,7 +6,8 @@ import { Browser, field, startHubWithIdp, submitProviderForm, whoami } from './h
 
 test('external: with refresh_pre_spawn a revoked login cannot start a server', async (t) => {
   const { hub, idp } = await startHubWithIdp({ dana: 'dana-pw-1' }, {
-    Authenticator: { auth_refresh_age: 3600, refresh_pre_spawn: true },
+    // with oauth and no allow option only admins may log in (as the established hub 5): dana is allowed by name
+    Authenticator: { auth_refresh_age: 3600, refresh_pre_spawn: true, allowed_users: ['dana'] },
     Spawner: { cmd: [process.execPath, FIXTURE] },
   });
   try {
