@@ -55,26 +55,28 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
   const redirectUri = callbackUrl(config);
   const sealer = new AuthStateCrypt([new Uint8Array(createHmac('sha256', Buffer.from(config.Hub.cookie_secret, 'hex')).update('hub auth: login state').digest())]);
   const ctxWithin = (ms: number): CallContext => ({ deadline: Date.now() + ms - MARGIN_MS, log });
-  const denied = (message: string, retryAfter = 0) => ({ ok: false, name: '', session_id: '', message, retry_after: retryAfter });
+  const denied = (message: string, retryAfter = 0, unavailable = false) => ({ ok: false, name: '', session_id: '', message, retry_after: retryAfter, unavailable });
   const invalidSession = (id: string) => ({ valid: false, user: '', session_id: id, created: '', refreshed: '', logout_url: '' });
 
-  /** Seconds left of a lockout on any of `keys`, or 0. */
-  async function lockedFor(keys: string[]): Promise<number> {
+  /** Seconds left of a lockout on any of `keys` (0: none), and whether the first (the name) has failures to forget. */
+  async function lockedFor(keys: string[]): Promise<{ wait: number; nameFailed: boolean }> {
     const windowMs = P.lockout_seconds * 1000;
+    const failures = await store.failuresSince(keys, Date.now() - windowMs);
     let wait = 0;
-    for (const key of keys) {
-      const f = await store.failuresSince(key, Date.now() - windowMs);
+    for (const f of failures.values()) {
       if (f.n >= P.failed_login_limit) wait = Math.max(wait, Math.ceil((f.last + windowMs - Date.now()) / 1000));
     }
-    return wait;
+    return { wait, nameFailed: failures.has(keys[0]) };
   }
 
-  async function openSession(name: string, state: LoginState): Promise<string> {
+  /** A login session with what the login said; `forgetFailuresOf`: the name's failed logins end in the same write. */
+  async function openSession(name: string, state: LoginState, forgetFailuresOf?: string): Promise<string> {
     const id = randomBytes(16).toString('hex');
     const now = isoNow();
     await store.transaction(async () => {
       await store.insertSession({ id, user_name: name, created: now, refreshed: now });
       await store.putLoginState(id, sealer.encrypt(state as Record<string, unknown>));
+      if (forgetFailuresOf) await store.clearFailures(forgetFailuresOf);
     });
     return id;
   }
@@ -93,12 +95,12 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
   }
 
   /** A backend's verdict, judged and (when in) turned into a user with a session. */
-  async function finish(verdict: Verdict, start: number, via: string, client: string, typedName: string) {
+  async function finish(verdict: Verdict, start: number, via: string, client: string, typedName: string, forgetFailuresOf?: string) {
     const refused = (name: string, reason: string, message: string, outcome: 'failed' | 'denied') => {
       loginFailed.observe(secondsSince(start));
       log.info({ event: 'login.refused', via, user: name || undefined, reason: cap(reason, 200) }, 'login refused');
       void audit.publish('login', 'failure', { who: 'anonymous', what: name.slice(0, 100), outcome, via, reason: cap(reason, 200), client });
-      return { ok: false as const, name, message };
+      return { ok: false as const, name, message, unavailable: !verdict.ok && verdict.unavailable === true };
     };
     if (!verdict.ok) {
       if (verdict.unavailable) {
@@ -110,7 +112,7 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
     const j = await identity.judge(verdict.identity);
     if (!j.ok) return refused(j.name, j.reason, j.message, 'denied');
     await identity.admit(j, verdict.identity, `actor:auth (login via ${via})`);
-    const sessionId = await openSession(j.name, stateOf(verdict.identity));
+    const sessionId = await openSession(j.name, stateOf(verdict.identity), forgetFailuresOf);
     loginOk.observe(secondsSince(start));
     log.info({ event: 'login', via, user: j.name }, 'logged in');
     void audit.publish('login', 'success', { who: `user:${j.name}`, what: j.name, outcome: 'ok', via, client, ...(j.groups && A.manage_groups ? { groups: j.groups } : {}) });
@@ -186,30 +188,29 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
         return denied(MESSAGES.invalid);
       }
       const keys = [`user:${hubName}`, `addr:${r.remote_addr}`];
-      const wait = await lockedFor(keys);
+      const { wait, nameFailed } = await lockedFor(keys);
       if (wait > 0) {
         loginFailed.observe(secondsSince(start));
         void audit.publish('login', 'failure', { who: 'anonymous', what: hubName.slice(0, 100), outcome: 'denied', via: kind, reason: 'locked out', client: r.remote_addr });
         return denied(`Too many failed logins. Try again in ${wait} seconds.`, wait);
       }
       const verdict = await authenticator.authenticate({ username: typed, hubName, password: r.password }, ctxWithin(rpcMs));
-      const out = await finish(verdict, start, kind, r.remote_addr, hubName);
+      const out = await finish(verdict, start, kind, r.remote_addr, hubName, nameFailed ? keys[0] : undefined);
       if (out.ok) {
-        await store.transaction(() => store.clearFailures(keys[0]));
         return { ok: true, name: out.name, session_id: out.session_id, message: '', retry_after: 0 };
       }
       // an outage is nobody's failed attempt
       if (verdict.ok || !verdict.unavailable) {
         await store.transaction(() => store.recordFailure(keys, Date.now()));
         // the failure that reaches the limit starts a lockout: a security decision of its own
-        const lockout = await lockedFor(keys);
+        const lockout = (await lockedFor(keys)).wait;
         if (lockout > 0) {
           void audit.publish('login', 'lockout', {
             who: 'anonymous', what: hubName.slice(0, 100), outcome: 'denied', reason: `${P.failed_login_limit} failed logins`, client: r.remote_addr, seconds: lockout,
           });
         }
       }
-      return denied(out.ok ? MESSAGES.invalid : out.message);
+      return out.ok ? denied(MESSAGES.invalid) : denied(out.message, 0, out.unavailable);
     },
 
     async loginUrl(r: { state: string; code_challenge: string; nonce: string }) {
@@ -228,7 +229,7 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
       const out = await finish(verdict.ok || verdict.message || verdict.unavailable ? verdict
         : { ...verdict, message: 'The identity provider did not accept this login. Please try again.' }, start, kind, r.remote_addr, '');
       if (out.ok) return { ok: true, name: out.name, session_id: out.session_id, message: '', retry_after: 0 };
-      return denied(out.message);
+      return denied(out.message, 0, out.unavailable);
     },
 
     async setPassword(r: { name: string; password: string; by: string }) {

@@ -529,9 +529,11 @@ export class AuthStore {
     for (const key of keys) await this.db.run('INSERT INTO login_failures (key, at) VALUES (?, ?)', [key, atMs]);
   }
 
-  async failuresSince(key: string, sinceMs: number): Promise<{ n: number; last: number }> {
-    const r = await this.db.get<{ n: number; last: number | null }>('SELECT count(*) AS n, max(at) AS last FROM login_failures WHERE key = ? AND at >= ?', [key, sinceMs]);
-    return { n: r?.n ?? 0, last: r?.last ?? 0 };
+  /** Failed logins since `sinceMs` for each of `keys` (one query: a login's name and address together). */
+  async failuresSince(keys: string[], sinceMs: number): Promise<Map<string, { n: number; last: number }>> {
+    const rows = await this.db.all<{ key: string; n: number; last: number }>(
+      `SELECT key, count(*) AS n, max(at) AS last FROM login_failures WHERE ${inList('key')} AND at >= ? GROUP BY key`, [listParam(keys), sinceMs]);
+    return new Map(rows.map((r) => [r.key, { n: r.n, last: r.last }]));
   }
 
   async clearFailures(key: string): Promise<void> {

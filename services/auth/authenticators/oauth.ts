@@ -39,6 +39,8 @@ const CLOCK_TOLERANCE_S = 60;
 /** An id_token is fresh from the token endpoint: one issued longer ago than this is refused (seconds). */
 const MAX_ID_TOKEN_AGE_S = 600;
 /** The longest code accepted from the callback. */
+/** Room kept, after a refresh token was spent, to keep the new tokens when the claims do not come in time. */
+const CLAIMS_RESERVE_MS = 400;
 const MAX_CODE_LENGTH = 4096;
 /** Bounds on what a groups claim may bring. */
 const MAX_GROUPS = 10_000;
@@ -501,27 +503,39 @@ export const createOAuthenticator: AuthenticatorFactory = ({ config, log }) => {
       if (e instanceof Refused) throw new Refused('refresh refused', e.message);
       throw e;
     }
-    const before = subjectOf(previous) ?? subjectOfIdToken(str(state.id_token));
-    let claims: Claims | undefined;
-    if (t.id_token && oidc) {
-      const id = await verifyIdToken(t.id_token, t.access_token, undefined, info, deadline, clog);
-      if (before !== undefined && id.sub !== before) throw new Refused('id_token: another sub than the login\'s');
-      claims = id;
-    }
-    if (info.userinfo) {
-      const u = await userinfo(info.userinfo, t.access_token, info, deadline, clog);
-      const was = subjectOf(claims) ?? before;
-      if (was !== undefined && subjectOf(u) !== undefined && subjectOf(u) !== was) throw new Refused('userinfo: another sub than the login\'s');
-      if (claims && u.sub !== claims.sub) throw new Refused('userinfo: sub differs from the id_token\'s');
-      claims = { ...claims, ...u };
-    }
-    return identify(claims ?? previous, {
+    const tokens = {
       access_token: t.access_token,
       refresh_token: t.refresh_token ?? refreshToken,
       id_token: t.id_token ?? str(state.id_token),
       expires_at: expiresAt(t.expires_in),
       rest: t.rest,
-    }, fallbackName);
+    };
+    const before = subjectOf(previous) ?? subjectOfIdToken(str(state.id_token));
+    // The provider has rotated the refresh token: from here on an outage must not lose the new tokens (the old
+    // refresh token is spent). The claims are asked within a shorter deadline, and if the provider's keys or user
+    // info do not answer, the login stands on what it said before, with the new tokens kept.
+    const claimsBy = deadline - CLAIMS_RESERVE_MS;
+    let claims: Claims | undefined;
+    try {
+      if (Date.now() >= claimsBy) throw new ProviderDown('no time left for the claims');
+      if (t.id_token && oidc) {
+        const id = await verifyIdToken(t.id_token, t.access_token, undefined, info, claimsBy, clog);
+        if (before !== undefined && id.sub !== before) throw new Refused('id_token: another sub than the login\'s');
+        claims = id;
+      }
+      if (info.userinfo) {
+        const u = await userinfo(info.userinfo, t.access_token, info, claimsBy, clog);
+        const was = subjectOf(claims) ?? before;
+        if (was !== undefined && subjectOf(u) !== undefined && subjectOf(u) !== was) throw new Refused('userinfo: another sub than the login\'s');
+        if (claims && u.sub !== claims.sub) throw new Refused('userinfo: sub differs from the id_token\'s');
+        claims = { ...claims, ...u };
+      }
+    } catch (e) {
+      if (e instanceof Refused) throw e;
+      clog.warn({ event: 'oauth.refresh.claims_unavailable', reason: cap((e as Error).message ?? String(e), 120) }, 'new tokens kept; the provider\'s claims could not be read, the login stands on its earlier ones');
+      return identify(previous, tokens, fallbackName);
+    }
+    return identify(claims ?? previous, tokens, fallbackName);
   }
 
   function subjectOfIdToken(idToken: string | undefined): string | undefined {

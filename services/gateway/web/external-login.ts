@@ -42,8 +42,8 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   }
 
   /** A sign-in that did not work: a readable page, a way to start again, and the used state forgotten. */
-  function failed(info: RequestInfo, reply: Reply, message: string): void {
-    html(reply, 403, page('Sign-in failed', `<p class="error">${escapeHtml(message)}</p><p><a href="/hub/oauth_login">Sign in again</a></p>`),
+  function failed(info: RequestInfo, reply: Reply, message: string, status = 403): void {
+    html(reply, status, page('Sign-in failed', `<p class="error">${escapeHtml(message)}</p><p><a href="/hub/oauth_login">Sign in again</a></p>`),
       [stateCookie(info, '', 0)]);
   }
 
@@ -80,7 +80,8 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         if (!state || !saved || !macEquals(state, saved.s)) return failed(info, reply, 'This sign-in was not started here, or it took too long (state missing or different).');
         const r = await auth.completeExternalLogin({ code, code_verifier: saved.v, nonce: saved.o, remote_addr: info.remoteAddress },
           within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000, callOf(info)));
-        if (!r.ok) return failed(info, reply, r.message);
+        // an outage of the provider is not a refusal: 503, so monitoring tells the two apart
+        if (!r.ok) return failed(info, reply, r.message, r.unavailable ? 503 : 403);
         redirect(reply, localPath(saved.n) || '/hub/home', [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
       },
     },

@@ -132,7 +132,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
         }, callOf(info));
         if (!r.ok) {
           info.audited = true; // the auth actor recorded the failure (login.failure / login.lockout)
-          return loginForm(info, reply, 403, r.message, next);
+          return loginForm(info, reply, r.unavailable ? 503 : 403, r.message, next);
         }
         info.who = `user:${r.name}`;
         redirect(reply, next || '/hub/home', web.loginCookies(info, r.name, r.session_id));
