@@ -73,11 +73,16 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
   async function openSession(name: string, state: LoginState, forgetFailuresOf?: string): Promise<string> {
     const id = randomBytes(16).toString('hex');
     const now = isoNow();
-    await store.transaction(async () => {
-      await store.insertSession({ id, user_name: name, created: now, refreshed: now });
-      await store.putLoginState(id, sealer.encrypt(state as Record<string, unknown>));
-      if (forgetFailuresOf) await store.clearFailures(forgetFailuresOf);
-    });
+    const session = { id, user_name: name, created: now, refreshed: now };
+    const sealed = sealer.encrypt(state as Record<string, unknown>);
+    // the usual login writes one row; after failed attempts the name's failures go in the same transaction
+    if (!forgetFailuresOf) await store.insertSession(session, sealed, { alone: true });
+    else {
+      await store.transaction(async () => {
+        await store.insertSession(session, sealed);
+        await store.clearFailures(forgetFailuresOf);
+      });
+    }
     return id;
   }
 

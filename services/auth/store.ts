@@ -1,5 +1,5 @@
-// The auth actor's own store: users, groups and memberships, passwords, login sessions (with an external
-// provider's sealed tokens) and login failures. The only file with SQL for them.
+// The auth actor's own store: users, groups and memberships, passwords, login sessions (with what each login
+// said, sealed), auth state (encrypted) and login failures. The only file with SQL for them.
 import { Store } from '../../shared/store.js';
 import type { UserSort } from '../../shared/lists.js';
 import { UserIndex } from './user-index.js';
@@ -54,9 +54,15 @@ const MIGRATIONS = [
      user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
      encrypted TEXT NOT NULL
    );`,
+  // what a login said, sealed, in its session's own row: a login is one INSERT. The provider tokens kept before
+  // were sealed another way; those logins are asked to sign in again at their next refresh.
+  `ALTER TABLE sessions ADD COLUMN state TEXT;
+   DROP TABLE external_tokens;`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
+/** A session's columns without the login's sealed state (read only where a refresh needs it). */
+const SESSION = 'id, user_name, created, refreshed, revoked';
 
 export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string }
 
@@ -121,6 +127,11 @@ export class AuthStore {
   private staged: Staged | null = null;
   /** set by close(): a load under way stops at its next step */
   closing = false;
+  /**
+   * Every key (user:… or addr:…) with a failed login row: a login whose name and address are in none asks no query
+   * about lockouts. It only grows between prunes (a cleared key stays until then, costing a query, never a miss).
+   */
+  private failing = new Set<string>();
 
   private constructor(private readonly db: Store, path: string) {
     this.indexLoaded = this.loadIndex(path);
@@ -133,6 +144,7 @@ export class AuthStore {
     const db = await Store.open(path, MIGRATIONS);
     const s = new AuthStore(db, path);
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
+    await s.loadFailingKeys();
     return s;
   }
 
@@ -467,46 +479,41 @@ export class AuthStore {
     return true;
   }
 
-  async insertSession(s: Omit<SessionRow, 'revoked'>): Promise<void> {
-    await this.db.run('INSERT INTO sessions (id, user_name, created, refreshed) VALUES (?, ?, ?, ?)', [s.id, s.user_name, s.created, s.refreshed]);
+  /** A login session with what the login said (`state`, sealed: the backend's identity and tokens, for refreshes). */
+  async insertSession(s: Omit<SessionRow, 'revoked'>, state: string, { alone = false } = {}): Promise<void> {
+    const sql = 'INSERT INTO sessions (id, user_name, created, refreshed, state) VALUES (?, ?, ?, ?, ?)';
+    const params = [s.id, s.user_name, s.created, s.refreshed, state];
+    // alone: outside any transaction, as one statement in their queue (a login with nothing else to write)
+    await (alone ? this.db.runAlone(sql, params) : this.db.run(sql, params));
   }
 
   getSession(id: string): Promise<SessionRow | undefined> {
-    return this.db.get<SessionRow>('SELECT * FROM sessions WHERE id = ?', [id]);
+    return this.db.get<SessionRow>(`SELECT ${SESSION} FROM sessions WHERE id = ?`, [id]);
   }
 
-  /** An ended session keeps no provider token: it can never be used again. */
+  /** An ended session keeps nothing of its login (no provider token): it can never be used again. */
   async revokeSession(id: string): Promise<void> {
-    await this.db.run('UPDATE sessions SET revoked = 1 WHERE id = ?', [id]);
-    await this.db.run('DELETE FROM external_tokens WHERE session_id = ?', [id]);
+    await this.db.run('UPDATE sessions SET revoked = 1, state = NULL WHERE id = ?', [id]);
   }
 
   async revokeSessionsOf(name: string): Promise<string[]> {
     const ids = (await this.db.all<{ id: string }>('SELECT id FROM sessions WHERE user_name = ? AND revoked = 0', [name])).map((r) => r.id);
-    await this.db.run('UPDATE sessions SET revoked = 1 WHERE user_name = ?', [name]);
-    await this.db.run('DELETE FROM external_tokens WHERE session_id IN (SELECT id FROM sessions WHERE user_name = ?)', [name]);
+    await this.db.run('UPDATE sessions SET revoked = 1, state = NULL WHERE user_name = ?', [name]);
     return ids;
-  }
-
-  // What a login said (the backend's identity and its tokens), sealed, kept with its session for refreshes; the
-  // table keeps its first name, from when only an external provider's tokens were kept.
-
-  async putLoginState(sessionId: string, sealed: string): Promise<void> {
-    await this.db.run('INSERT INTO external_tokens (session_id, sealed) VALUES (?, ?) ON CONFLICT(session_id) DO UPDATE SET sealed = excluded.sealed', [sessionId, sealed]);
   }
 
   /** A refreshed state replaces the old one only while the session lives (a logout may have come in between). */
   async renewLoginState(sessionId: string, sealed: string): Promise<void> {
-    await this.db.run('UPDATE external_tokens SET sealed = ? WHERE session_id = ?', [sealed, sessionId]);
+    await this.db.run('UPDATE sessions SET state = ? WHERE id = ? AND revoked = 0', [sealed, sessionId]);
   }
 
   async loginStateOf(sessionId: string): Promise<string | undefined> {
-    return (await this.db.get<{ sealed: string }>('SELECT sealed FROM external_tokens WHERE session_id = ?', [sessionId]))?.sealed;
+    return (await this.db.get<{ state: string | null }>('SELECT state FROM sessions WHERE id = ?', [sessionId]))?.state ?? undefined;
   }
 
   /** The newest live login of a user (a spawn through the API refreshes with it). */
   async latestSessionOf(name: string): Promise<SessionRow | undefined> {
-    return this.db.get<SessionRow>('SELECT * FROM sessions WHERE user_name = ? AND revoked = 0 ORDER BY created DESC LIMIT 1', [name]);
+    return this.db.get<SessionRow>(`SELECT ${SESSION} FROM sessions WHERE user_name = ? AND revoked = 0 ORDER BY created DESC LIMIT 1`, [name]);
   }
 
   async putAuthState(name: string, encrypted: string): Promise<void> {
@@ -526,11 +533,18 @@ export class AuthStore {
   }
 
   async recordFailure(keys: string[], atMs: number): Promise<void> {
+    for (const key of keys) this.failing.add(key); // before the write: a concurrent check must not miss it
     for (const key of keys) await this.db.run('INSERT INTO login_failures (key, at) VALUES (?, ?)', [key, atMs]);
   }
 
-  /** Failed logins since `sinceMs` for each of `keys` (one query: a login's name and address together). */
+  private async loadFailingKeys(): Promise<void> {
+    const rows = await this.db.all<{ key: string }>('SELECT DISTINCT key FROM login_failures');
+    this.failing = new Set(rows.map((r) => r.key));
+  }
+
+  /** Failed logins since `sinceMs` for each of `keys` (one query: a login's name and address together; none when neither ever failed). */
   async failuresSince(keys: string[], sinceMs: number): Promise<Map<string, { n: number; last: number }>> {
+    if (!keys.some((k) => this.failing.has(k))) return new Map();
     const rows = await this.db.all<{ key: string; n: number; last: number }>(
       `SELECT key, count(*) AS n, max(at) AS last FROM login_failures WHERE ${inList('key')} AND at >= ? GROUP BY key`, [listParam(keys), sinceMs]);
     return new Map(rows.map((r) => [r.key, { n: r.n, last: r.last }]));
@@ -542,6 +556,8 @@ export class AuthStore {
 
   async pruneFailures(beforeMs: number): Promise<void> {
     await this.db.run('DELETE FROM login_failures WHERE at < ?', [beforeMs]);
+    // called in a transaction: recordFailure's (queued after it) cannot interleave with the reload
+    await this.loadFailingKeys();
   }
 
   async setProperties(groupId: number, json: string): Promise<void> {
