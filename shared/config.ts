@@ -168,6 +168,7 @@ export const SCHEMA = {
     allow_existing_users: { kind: 'boolean', default: false, help: 'users that exist in the hub (made by an admin through the API or the admin page) may log in; deleting a user takes that away' },
     auth_refresh_age: seconds(300, 'how old a login may get before the authenticator refreshes the user'),
     refresh_pre_spawn: { kind: 'boolean', default: false, help: 'refresh the user before starting their server' },
+    password_form: { kind: 'boolean', default: false, help: 'with an identity provider (oauth): the sign-in page also shows a name-and-password form for the hub\'s own passwords (set by an admin: `hub set-password`), e.g. for a break-glass admin; the allow options apply to it as to the provider\'s logins' },
     auto_login: { kind: 'boolean', default: false, help: 'the sign-in page sends the browser straight to the identity provider instead of showing its "Sign in with …" button' },
     manage_groups: { kind: 'boolean', default: false, help: 'hub groups follow what the authenticator says at each login and refresh (created when missing); group membership is then read-only in the API and the admin page' },
     enable_auth_state: { kind: 'boolean', default: false, help: 'keep what a login returns (tokens, user info, directory attributes) encrypted with HUB_CRYPT_KEY (32 bytes in hex; several, separated by ";", the first encrypting, to rotate); readable with admin:auth_state' },

@@ -16,5 +16,8 @@ export async function loadAuthenticator(kind: string, deps: AuthenticatorDeps): 
   const authenticator = (await load())(deps);
   const problems = authenticator.configProblems?.() ?? [];
   if (problems.length) throw new Error(`authenticator_class "${kind}" needs: ${problems.join('; ')}`);
-  return authenticator;
+  if (!deps.config.Authenticator.password_form || authenticator.authenticate) return authenticator;
+  // Authenticator.password_form: beside the provider's button, the hub's own passwords (a break-glass admin)
+  const passwords = (await BACKENDS.password())(deps);
+  return { ...authenticator, offer: { ...authenticator.offer, form: true }, authenticate: passwords.authenticate };
 }
