@@ -9,7 +9,7 @@ import type { AuthStore, GroupRow, UserRow } from './store.js';
 import { parseSort } from '../../shared/lists.js';
 import { collectAfterBurst } from '../../shared/idle-gc.js';
 
-export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string }
+export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json: string }
 export interface GroupModel { name: string; users: string[]; properties_json: string; member_count: number; more_members_after: number }
 
 /** A group model lists at most this many members; a bigger group's others are read a page at a time (GroupMembers). */
@@ -61,7 +61,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function userModels(rows: UserRow[]): Promise<UserModel[]> {
-    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity) }));
+    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity), user_info_json: r.user_info ?? '' }));
   }
 
   async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {
@@ -306,6 +306,11 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
         announceGroup('updated', g, [name]);
         void audit.publish('group', 'remove_members', { who: by, what: g, outcome: 'ok', users: [name] });
       }
+    },
+
+    /** What the authenticator says of the person to show (user_info), kept when it changes; gateways hear of it. */
+    async setUserInfo(name: string, info: Record<string, string>): Promise<void> {
+      if (await store.transaction(() => store.setUserInfo(name, JSON.stringify(info)))) announce('user', 'updated', { name });
     },
 
     async setGroupProperties(r: { name: string; properties_json: string; by: string }) {

@@ -35,9 +35,14 @@ export interface IdentityDeps {
   ensureUser: (name: string, admin: boolean | undefined) => Promise<void>;
   /** the user's groups become exactly `groups` (manage_groups), groups created when missing */
   setUserGroups: (name: string, groups: string[], by: string) => Promise<void>;
+  /** what clients show of the person (user_info) */
+  setUserInfo: (name: string, info: Record<string, string>) => Promise<void>;
 }
 
-export function createIdentity({ config, store, audit, log, authenticator, crypt, ensureUser, setUserGroups }: IdentityDeps) {
+/** user_info keys the established hub's clients read (JupyterLab's user menu), each a short string. */
+const USER_INFO_KEYS = ['name', 'display_name', 'initials', 'avatar_url', 'color'] as const;
+
+export function createIdentity({ config, store, audit, log, authenticator, crypt, ensureUser, setUserGroups, setUserInfo }: IdentityDeps) {
   const A = config.Authenticator;
   const O = config.OAuthenticator;
   const viaProvider = config.Hub.authenticator_class === 'oauth';
@@ -72,6 +77,14 @@ export function createIdentity({ config, store, audit, log, authenticator, crypt
   async function admit(j: Extract<Judgement, { ok: true }>, identity: Identity, by: string): Promise<void> {
     await ensureUser(j.name, j.admin);
     if (A.manage_groups && j.groups) await setUserGroups(j.name, j.groups, by);
+    if (identity.userInfo) {
+      const info: Record<string, string> = {};
+      for (const k of USER_INFO_KEYS) {
+        const v = identity.userInfo[k];
+        if (typeof v === 'string' && v && v.length <= 1024) info[k] = v;
+      }
+      if (Object.keys(info).length) await setUserInfo(j.name, info);
+    }
     if (crypt && identity.authState) await store.transaction(() => store.putAuthState(j.name, crypt.encrypt(identity.authState!)));
   }
 

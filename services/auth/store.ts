@@ -58,13 +58,15 @@ const MIGRATIONS = [
   // were sealed another way; those logins are asked to sign in again at their next refresh.
   `ALTER TABLE sessions ADD COLUMN state TEXT;
    DROP TABLE external_tokens;`,
+  // what the authenticator says of the person to show (the established hub 6's user_info), JSON or NULL
+  `ALTER TABLE users ADD COLUMN user_info TEXT;`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
 /** A session's columns without the login's sealed state (read only where a refresh needs it). */
 const SESSION = 'id, user_name, created, refreshed, revoked';
 
-export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string }
+export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string; user_info: string | null }
 
 /**
  * A user row with its group names (JSON, in group id order) from one correlated subquery: a page of users is one
@@ -359,6 +361,11 @@ export class AuthStore {
         chunk.flatMap((n) => [n, admin ? 1 : 0, created]));
       for (const r of rows) staged.added.push(r);
     }
+  }
+
+  /** Whether it changed (a login that says the same again writes nothing). */
+  async setUserInfo(name: string, json: string): Promise<boolean> {
+    return (await this.db.run('UPDATE users SET user_info = ? WHERE name = ? AND user_info IS NOT ?', [json, name, json])).changes > 0;
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {

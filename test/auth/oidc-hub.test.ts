@@ -102,6 +102,8 @@ test.serial('oidc hub: the login page\'s button leads through the provider; admi
   // the admin's view: the same users and groups; the hub's groups were made from the provider's
   const u = await api('GET', '/users/alice', { token: ADMIN });
   t.true(u.body.admin);
+  // user_info (the established hub 6): what JupyterLab's user menu shows, from the provider's `name` claim
+  t.deepEqual(u.body.user_info, { display_name: 'Test alice' });
   t.deepEqual(sorted(u.body.groups), ['hub-admins', 'staff']);
   t.false((await api('GET', '/users/bob', { token: ADMIN })).body.admin);
   const staff = await api('GET', '/groups/staff', { token: ADMIN });

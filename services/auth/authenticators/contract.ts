@@ -25,6 +25,11 @@ export interface Identity {
   authState?: Record<string, unknown>;
   /** the person's e-mail address, when the backend knows it */
   email?: string;
+  /**
+   * what clients show of the person (the established hub 6's `user_info`): display_name, initials, avatar_url,
+   * color — only what the backend knows; undefined: it knows nothing (what the hub holds stays)
+   */
+  userInfo?: Record<string, string>;
 }
 
 /** A backend's answer: who, or why not. */

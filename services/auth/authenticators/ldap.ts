@@ -179,7 +179,7 @@ export const createLdapAuthenticator: AuthenticatorFactory = ({ config, log }: A
   }
 
   /** Every attribute the person's entry is read for. */
-  const entryAttributes = [...new Set(['mail', ...L.auth_state_attributes, ...(L.lookup_dn_user_dn_attribute ? [L.lookup_dn_user_dn_attribute] : [])])];
+  const entryAttributes = [...new Set(['mail', 'displayName', ...L.auth_state_attributes, ...(L.lookup_dn_user_dn_attribute ? [L.lookup_dn_user_dn_attribute] : [])])];
   const groupAttributes = L.group_attributes.length ? [...L.group_attributes] : ['cn'];
   const checkedGroups = [...new Set([...L.allowed_groups, ...L.admin_groups])];
   const allowedSet = new Set(L.allowed_groups);
@@ -364,6 +364,9 @@ export const createLdapAuthenticator: AuthenticatorFactory = ({ config, log }: A
         if (groups) identity.groups = [...new Set(groups)];
         const mail = entry && first(attribute(entry, 'mail'));
         if (mail) identity.email = mail;
+        // what clients show of the person (user_info)
+        const displayName = entry && first(attribute(entry, 'displayName'));
+        if (displayName) identity.userInfo = { display_name: displayName };
         if (L.auth_state_attributes.length) {
           const userAttributes: Record<string, Values> = {};
           for (const a of L.auth_state_attributes) {

@@ -468,6 +468,11 @@ export const createOAuthenticator: AuthenticatorFactory = ({ config, log }) => {
     if (adminGroups.size) identity.admin = groups?.some((g) => adminGroups.has(g)) ?? false;
     const email = claims.email;
     if (typeof email === 'string' && email.includes('@') && email.length <= 320) identity.email = email;
+    // what clients show of the person (user_info): the standard claims for a display name and a picture
+    const userInfo: Record<string, string> = {};
+    if (typeof claims.name === 'string' && claims.name.trim()) userInfo.display_name = claims.name.trim();
+    if (typeof claims.picture === 'string' && /^https:\/\//.test(claims.picture)) userInfo.avatar_url = claims.picture;
+    if (Object.keys(userInfo).length) identity.userInfo = userInfo;
     const authState: Record<string, unknown> = { access_token: tokens.access_token };
     if (tokens.refresh_token) authState.refresh_token = tokens.refresh_token;
     if (tokens.id_token) authState.id_token = tokens.id_token;

@@ -42,7 +42,7 @@ export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map
     out.servers = servers;
   }
   if (keys.has('auth_state')) out.auth_state = null;
-  if (keys.has('user_info')) out.user_info = null;
+  if (keys.has('user_info')) out.user_info = user.user_info_json ? JSON.parse(user.user_info_json) as unknown : null;
   return out;
 }
 
