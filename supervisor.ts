@@ -6,6 +6,7 @@ import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
+import { authenticatorProblems } from './services/auth/authenticators/index.js';
 import { ConfigError, hubInternalUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
@@ -132,7 +133,9 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 async function start(config: HubConfig): Promise<void> {
   const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format, config.Hub.node_name);
   const spawner = preflightSpawner(config, log);
-  if (spawner.problems.length) throw new ConfigError(spawner.problems);
+  // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts
+  const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
+  if (spawner.problems.length || authProblems.length) throw new ConfigError([...spawner.problems, ...authProblems]);
   for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);

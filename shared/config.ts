@@ -83,7 +83,7 @@ export const SCHEMA = {
     spawn_queue_limit: { kind: 'integer', default: 1000, help: 'starts that may wait beyond concurrent_spawn_limit, first come first served; past it 429 (0 = no waiting)', min: 0 },
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
-    authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth'] },
+    authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth', 'shared-password'] },
     public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
@@ -163,6 +163,7 @@ export const SCHEMA = {
   Authenticator: {
     admin_users: { kind: 'string-list', default: [], help: 'users who are admins (created at start when missing)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.admin_users', n)) },
     username_map: { kind: 'string-map', default: {}, help: 'login name -> hub user name, applied (after lower-casing) wherever a name enters the hub: logins, the API, the set-up page; e.g. {"alice.smith@example.org": "asmith"}', check: checkUsernameMap },
+    blocked_users: { kind: 'string-list', default: [], help: 'who may never log in, whatever else says they may (admins too)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.blocked_users', n)) },
     allowed_users: { kind: 'string-list', default: [], help: 'who may log in besides admins and what the authenticator\'s own rules admit (allowed_groups)', check: (names: string[]) => names.flatMap((n) => nameProblem('Authenticator.allowed_users', n)) },
     allow_all: { kind: 'boolean', default: false, help: 'let everyone the authenticator accepts in; otherwise (as in the established hub 5) pam, ldap and oauth admit only admins, allowed_users, their allowed_groups and, with allow_existing_users, users already in the hub (password and dummy, with no allow option set, admit everyone they accept: a password is given by an admin)' },
     allow_existing_users: { kind: 'boolean', default: false, help: 'users that exist in the hub (made by an admin through the API or the admin page) may log in; deleting a user takes that away' },
@@ -178,6 +179,11 @@ export const SCHEMA = {
     failed_login_limit: { kind: 'integer', default: 5, help: 'failed logins (per user, and per client address) before a lockout; applies to every form login (password, dummy, pam, ldap)', min: 1 },
     lockout_seconds: seconds(300, 'how long a lockout lasts'),
     min_password_length: { kind: 'integer', default: 8, help: 'shortest password `hub add-user`, `hub set-password` and the API accept', min: 1 },
+  },
+  SharedPasswordAuthenticator: {
+    user_password: { kind: 'string', default: '', help: 'the password every non-admin name logs in with (at least 8 characters): anyone who has it may log in as any such name' },
+    admin_password: { kind: 'string', default: '', help: 'the password Authenticator.admin_users log in with, as admins (at least 32 characters, not user_password)' },
+    password_groups: { kind: 'object', default: {}, help: 'password -> groups: whoever logs in with one of these passwords gets those groups (needs Authenticator.manage_groups)' },
   },
   DummyAuthenticator: {
     password: { kind: 'string', default: '', help: 'the one password every user name logs in with ("" = any password; for demos and tests only)' },

@@ -50,6 +50,7 @@ export function createIdentity({ config, store, audit, log, authenticator, crypt
   // the provider's own lists are the same lists, as the established hub's oauthenticator merges them
   const adminUsers = new Set([...A.admin_users, ...(viaProvider ? O.admin_users : [])].map(normalize));
   const allowedUsers = new Set([...A.allowed_users, ...(viaProvider ? O.allowed_users : [])].map(normalize));
+  const blockedUsers = new Set(A.blocked_users.map(normalize));
   const anyAllowRule = A.allow_all || allowedUsers.size > 0 || authenticator.hasAllowRule || A.allow_existing_users;
   const admitsAll = A.allow_all || (!anyAllowRule && authenticator.admitsAllByDefault);
   if (!anyAllowRule && !authenticator.admitsAllByDefault) {
@@ -62,6 +63,7 @@ export function createIdentity({ config, store, audit, log, authenticator, crypt
     const name = normalize(identity.name ?? '');
     const why = invalidNameReason(name);
     if (!name || why) return { ok: false, name: name.slice(0, 100), reason: `unusable user name: ${why || 'empty'}`, message: MESSAGES.badName };
+    if (blockedUsers.has(name)) return { ok: false, name, reason: 'a blocked user (Authenticator.blocked_users)', message: MESSAGES.notAllowed };
     const admin = adminUsers.has(name) ? true : identity.admin;
     const groups = identity.groups?.map((g) => g.trim()).filter((g) => g && !invalidNameReason(g));
     const allowed = identity.allowed !== false && (admin === true || admitsAll || allowedUsers.has(name) || identity.allowed === true

@@ -8,7 +8,23 @@ const BACKENDS: Record<string, () => Promise<(deps: AuthenticatorDeps) => Authen
   pam: async () => (await import('./pam.js')).createPamAuthenticator,
   ldap: async () => (await import('./ldap.js')).createLdapAuthenticator,
   oauth: async () => (await import('./oauth.js')).createOAuthenticator,
+  'shared-password': async () => (await import('./shared-password.js')).createSharedPasswordAuthenticator,
 };
+
+/**
+ * The chosen backend's configuration problems, for the supervisor to refuse the start with them (as it does the
+ * spawner's) rather than have the auth actor die at each restart. Loads only that backend.
+ */
+export async function authenticatorProblems(config: AuthenticatorDeps['config'], log: AuthenticatorDeps['log']): Promise<string[]> {
+  const load = BACKENDS[config.Hub.authenticator_class];
+  if (!load) return [`Hub.authenticator_class: no authenticator named ${JSON.stringify(config.Hub.authenticator_class)}`];
+  const backend = (await load())({ config, log, passwordOf: () => Promise.reject(new Error('the preflight reads no passwords')) });
+  try {
+    return (backend.configProblems?.() ?? []).map((p) => `authenticator_class "${config.Hub.authenticator_class}": ${p}`);
+  } finally {
+    await backend.close?.();
+  }
+}
 
 export async function loadAuthenticator(kind: string, deps: AuthenticatorDeps): Promise<Authenticator> {
   const load = BACKENDS[kind];
