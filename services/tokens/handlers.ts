@@ -206,7 +206,11 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       const owner = r.owner;
       const info = await mustOwnerExist(owner);
       if (r.has_scopes && r.has_roles) throw errors.badRequest('Can only assign one of scopes or roles when creating tokens.');
-      const expiresAt = expiryFromNow(r.expires_in);
+      // Hub.token_expires_in_max_seconds (the established hub 5.1's): no expiry asked means the longest allowed;
+      // more is refused (0 is "no expiry asked", not a way round the limit)
+      const maxSeconds = config.Hub.token_expires_in_max_seconds;
+      if (maxSeconds > 0 && r.expires_in > maxSeconds) throw errors.badRequest(`token expires_in: ${r.expires_in} must not exceed ${maxSeconds}`);
+      const expiresAt = expiryFromNow(maxSeconds > 0 && !(r.expires_in > 0) ? maxSeconds : r.expires_in);
       let requested: string[];
       if (r.has_roles) {
         const unknown = r.roles.find((name) => !book.has(name));
