@@ -15,6 +15,12 @@ import { subjects } from './subjects.js';
 import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
 
 export const HUB_VERSION: string = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version;
+/**
+ * The established hub's release whose API and single-user environment this hub answers as: what version-gated clients
+ * compare with (GET /hub/api `version`, the version headers): jupyterhub-singleuser warns on another major version,
+ * the idle culler filters by state only from 1.3. Our own release is HUB_VERSION (`hub_version`).
+ */
+export const API_VERSION = '6.1.1';
 
 export interface ActorContext {
   readonly actor: ActorName;

@@ -2,7 +2,7 @@
 // Every request the hub answers itself ends in one place (`finished`): its log line, its duration
 // histogram, and the audit event of a refusal.
 import uWS from 'uWebSockets.js';
-import { HUB_VERSION, type ActorContext } from '../../shared/actor.js';
+import { API_VERSION, HUB_VERSION, type ActorContext } from '../../shared/actor.js';
 import { asHubError, errors, type HubError } from '../../shared/errors.js';
 import { cap, levelForStatus } from '../../shared/log.js';
 import { secondsSince } from '../../shared/metrics.js';
@@ -39,6 +39,15 @@ function serveStatic(info: RequestInfo, reply: Reply): void {
   reply.send(200, asset.body, headers); // a HEAD gets the headers only (Reply.headOnly)
 }
 
+/**
+ * The version every answer the hub gives itself names, as the established hub's do: under our name and under the one
+ * its clients read (jupyterhub-singleuser compares it with its own at start). Hub.extra_headers may replace them.
+ */
+function versionHeaders(extra: Readonly<Record<string, string>>): Record<string, string> {
+  const configured = new Set(Object.keys(extra).map((k) => k.toLowerCase()));
+  return Object.fromEntries(['X-Hub-Version', 'X-JupyterHub-Version'].filter((k) => !configured.has(k.toLowerCase())).map((k) => [k, API_VERSION]));
+}
+
 /** Status codes as label values, made once. */
 const STATUS_LABEL: string[] = [];
 const statusLabel = (status: number) => (STATUS_LABEL[status] ??= String(status));
@@ -53,8 +62,9 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   const maxBody = ctx.config.Hub.max_body_size;
   const { log, audit } = ctx;
 
-  const base = compileHeaders(securityHeaders(ctx.config));
-  const apiBase = compileHeaders(securityHeaders(ctx.config, { api: true }));
+  const versions = versionHeaders(ctx.config.Hub.extra_headers);
+  const base = compileHeaders({ ...versions, ...securityHeaders(ctx.config) });
+  const apiBase = compileHeaders({ ...versions, ...securityHeaders(ctx.config, { api: true }) });
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
   const routes: Record<string, Record<string, Handler>> = {
     '/': { GET: toHub, HEAD: toHub },

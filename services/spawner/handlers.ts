@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
-import { hubInternalUrl, type HubConfig } from '../../shared/config.js';
+import { hubInternalUrl, hubPublicUrl, type HubConfig } from '../../shared/config.js';
 import { outsideRequest } from '../../shared/context.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
@@ -74,6 +74,14 @@ function failureReason(e: unknown, cancelled: boolean): string {
 
 const label = (r: { user: string; name: string }) => (r.name ? `${r.user}:${r.name}` : r.user);
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+/**
+ * `Spawner.notebook_dir` as the server sees it (HUB_ROOT_DIR): absolute, or `~`-relative, which the server expands with
+ * its own HOME (its account's, or its container's); a relative path is under the home, as the backends run it.
+ */
+function rootDir(dir: string): string {
+  return dir.startsWith('/') || dir === '~' || dir.startsWith('~/') ? dir : `~/${dir}`;
+}
 
 /** The proto Server message (and event body) for a record. */
 export function serverMessage(r: ServerRecord) {
@@ -152,6 +160,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
   gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop' && ours(r)).length));
   const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  // Where browsers reach the hub, only when Hub.public_url says so (the established hub leaves the public URLs empty otherwise)
+  const publicOrigin = config.Hub.public_url ? hubPublicUrl(config) : '';
+  // The established hub's auth library marks its cookies Secure only when the request looks like https; the hub's own are
+  // Secure whenever its public URL is https (sessions.ts), and servers' cookies get the same
+  const cookieOptions: Record<string, string> = publicOrigin.startsWith('https://') ? { HUB_COOKIE_OPTIONS: JSON.stringify({ secure: true }) } : {};
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
     r.progress.push(event);
@@ -194,6 +207,14 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
       HUB_OAUTH_CALLBACK_URL: `${r.url}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
+      // the public URLs of this server and of the hub ("" without Hub.public_url); HUB_HOST is for per-user subdomains, which this hub has not
+      HUB_PUBLIC_URL: publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && `${publicOrigin}/hub/`, HUB_HOST: '',
+      HUB_COOKIE_HOST_PREFIX_ENABLED: '0', ...cookieOptions,
+      // what the single-user server reads of Spawner's options, set only when they are, as the established hub sets them
+      ...(spawner.notebook_dir ? { HUB_ROOT_DIR: rootDir(spawner.notebook_dir) } : {}),
+      ...(spawner.default_url ? { HUB_DEFAULT_URL: spawner.default_url.replaceAll('{username}', r.user) } : {}),
+      ...(spawner.debug ? { HUB_DEBUG: '1' } : {}),
+      ...(spawner.disable_user_config ? { HUB_DISABLE_USER_CONFIG: '1' } : {}),
     }, config.Hub.env_prefix_aliases);
   }
 

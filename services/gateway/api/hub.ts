@@ -1,5 +1,5 @@
 // /hub/api/, /info, /user (whoami), /services and /shutdown.
-import { HUB_VERSION } from '../../../shared/actor.js';
+import { API_VERSION, HUB_VERSION } from '../../../shared/actor.js';
 import { errors } from '../../../shared/errors.js';
 import { identifyScopes, listFilter, expandScopes } from '../../../shared/scopes.js';
 import { requestJson } from '../../../shared/nats.js';
@@ -9,8 +9,19 @@ import { serviceModel, userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { Route } from './router.js';
 
+/** GET /hub/api, asked by every client that checks versions (and by load balancers): the answer is made once. */
+const ROOT_ANSWER = JSON.stringify({ version: API_VERSION, hub_version: HUB_VERSION });
+const ROOT_HEADERS = { 'Content-Type': 'application/json', 'Access-Control-Allow-Origin': '*' };
+const JSON_TYPE = { 'Content-Type': 'application/json' };
+
 export function hubRoutes(deps: ApiDeps): Route[] {
   const { config, users, book, services, servers, nc } = deps;
+  // the established hub's keys (`python` names its interpreter: ours is Node.js), and our own release beside them
+  const info = JSON.stringify({
+    version: API_VERSION, hub_version: HUB_VERSION, python: `Node.js ${process.version}`, node: process.version, sys_executable: process.execPath,
+    spawner: { class: config.Hub.spawner_class, version: HUB_VERSION },
+    authenticator: { class: config.Hub.authenticator_class, version: HUB_VERSION },
+  });
   /**
    * whoami is what every single-user server and service asks on each cache miss: its scope set (with
    * the identify scopes) and the sorted list are computed once per cached identity, not per request.
@@ -24,15 +35,11 @@ export function hubRoutes(deps: ApiDeps): Route[] {
   return [
     {
       method: 'GET', path: '/', access: 'none',
-      handle: (req) => req.reply.json(200, { version: HUB_VERSION }, { 'Access-Control-Allow-Origin': '*' }),
+      handle: (req) => req.reply.send(200, ROOT_ANSWER, ROOT_HEADERS),
     },
     {
       method: 'GET', path: '/info', access: ['read:hub'],
-      handle: (req) => req.reply.json(200, {
-        version: HUB_VERSION, node: process.version, sys_executable: process.execPath,
-        spawner: { class: config.Hub.spawner_class, version: HUB_VERSION },
-        authenticator: { class: config.Hub.authenticator_class, version: HUB_VERSION },
-      }),
+      handle: (req) => req.reply.send(200, info, JSON_TYPE),
     },
     {
       // whoami: what a single-user server or service asks to learn who holds a token
