@@ -1,10 +1,12 @@
 // The pages about single-user servers: home (default and named servers, create one), the spawn form,
 // the pending page that follows a start over the progress stream, and /hub/user/<name>/ where the proxy
-// sends a browser whose server is not running. Starts and stops are form POSTs with the session's XSRF.
+// sends a browser whose server is not running. Starts and stops are form POSTs with the session's XSRF, and
+// GET /hub/spawn links (established hub 6): they start at once when there is nothing to choose or the link
+// chose (`opt-<key>=<value>`). /hub/user-redirect/<path> sends each person to <path> on their own server.
 import { within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { profilesOf } from '../../../shared/profiles.js';
+import { chooseProfile, profilesOf } from '../../../shared/profiles.js';
 import {
   hubServerPath, invalidServerNameReason, lastOutcome, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
@@ -14,9 +16,9 @@ import type { Identity } from '../caches.js';
 import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { localPath } from './redirects.js';
 import { shareButton, sharedWithMe } from './share-page.js';
-
-/** A profile of `Spawner.profiles` (when the spawner offers choices). */
+import { USER_REDIRECT, userRedirectTarget } from './user-redirect.js';
 
 /** How long a start from a page waits for the spawner to record it before showing the pending page. */
 const START_RECORDED_MS = 3000;
@@ -32,9 +34,16 @@ export function shownState(r: ServerRecord | undefined): ShownState {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Answers that depend on where a server stands now, and GETs that act, are never cached. */
+const NO_STORE = { 'Cache-Control': 'no-store' };
+
+/** `?next=<path>` to carry a local `next` from page to page ('' without one). */
+const nextQuery = (next: string | null) => (next ? `?next=${encodeURIComponent(next)}` : '');
+
 export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { config, spawner, servers, users, web } = deps;
   const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
+  const redirectNoStore = (reply: Reply, location: string) => reply.send(302, '', { Location: location, ...NO_STORE });
   const profiles = profilesOf(config);
 
   const resourceOf = async (user: string, name: string) => {
@@ -51,12 +60,39 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     return `<label class="inline">Profile <select name="profile">${options}</select></label>`;
   }
 
+  /**
+   * Chosen fields as the spawner takes user_options (JSON): a key given more than once becomes a list; a
+   * profile must be one of `Spawner.profiles` (400 naming the choices, before anything starts).
+   */
+  function userOptions(fields: Array<[string, string]>): string {
+    const out = new Map<string, string | string[]>();
+    for (const [key, value] of fields) {
+      const had = out.get(key);
+      out.set(key, had === undefined ? value : [...(Array.isArray(had) ? had : [had]), value]);
+    }
+    const options = Object.fromEntries(out);
+    chooseProfile(config, options);
+    return JSON.stringify(options);
+  }
+
   /** The user options a form chose (a profile), as the spawner takes them; '' reuses the last ones. */
   function chosenOptions(f: URLSearchParams): string {
     const chosen = f.get('profile');
-    if (!profiles.length || chosen === null) return '';
-    if (!profiles.some((p) => p.name === chosen)) throw errors.badRequest(`No such profile: ${chosen.slice(0, 60)}`);
-    return JSON.stringify({ profile: chosen });
+    return profiles.length && chosen !== null ? userOptions([['profile', chosen]]) : '';
+  }
+
+  /** The user options a spawn link chose, `opt-<key>=<value>` (`opt-profile=<name>` a profile); null when none. */
+  function queryOptions(q: URLSearchParams): string | null {
+    const fields: Array<[string, string]> = [];
+    for (const [key, value] of q) if (key.startsWith('opt-') && key.length > 4) fields.push([key.slice(4), value]);
+    return fields.length ? userOptions(fields) : null;
+  }
+
+  /** The spawn form (a profile to choose); `next` rides in the action, `problem` is what a link chose wrongly. */
+  function spawnForm(id: Identity, user: string, name: string, next: string | null, problem = ''): string {
+    const what = name ? `server <b>${escapeHtml(name)}</b>` : 'the server';
+    return `${problem ? `<p class="error" id="spawn-error">${escapeHtml(problem)}</p>` : ''}<p>Start ${what} of <b>${escapeHtml(user)}</b>?</p>
+<form method="post" action="${escapeHtml(spawnUrl(user, name) + nextQuery(next))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start</button></form>`;
   }
 
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
@@ -141,7 +177,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
   }
 
   /** The pending page: a bar fed by the progress stream (static/spawn.js); failure shows the message and Retry. */
-  function pendingPage(id: Identity, resource: { kind: 'server'; user: string; name: string; groups: string[] }, r: ServerRecord): string {
+  function pendingPage(id: Identity, resource: { kind: 'server'; user: string; name: string; groups: string[] }, r: ServerRecord, next: string | null): string {
     const { user, name } = resource;
     const failed = r.state === 'failed';
     const last = r.progress[r.progress.length - 1];
@@ -154,16 +190,18 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
 <p id="progress-message">${escapeHtml(last?.message ?? 'Waiting for the spawner…')}</p>
 <ol class="log" id="progress-log">${log}</ol>
 <div id="spawn-failed" class="${failed ? '' : 'hidden'}"><p class="error" id="failure-message">${failed ? failure(r) : ''}</p>
-<div class="actions">${postButton(id, spawnUrl(user, name), 'Retry', 'primary')}<a class="button" href="/hub/home">Home</a></div></div>
+<div class="actions">${postButton(id, spawnUrl(user, name) + nextQuery(next), 'Retry', 'primary')}<a class="button" href="/hub/home">Home</a></div></div>
 <div id="spawn-running" class="actions ${failed ? 'hidden' : ''}">${mayStop ? postButton(id, hubServerPath('stop', user, name), 'Stop') : ''}</div>`;
   }
 
   /** A just-ready server: wait (bounded) for this gateway's routing table to hold its route, so the browser is not bounced back here. */
-  async function toServer(reply: Reply, info: RequestInfo, user: string, name: string, location: string): Promise<void> {
+  async function toServer(reply: Reply, user: string, name: string, location: string): Promise<void> {
     const deadline = Date.now() + ROUTE_WAIT_MS;
     while (deps.hasRoute && !deps.hasRoute(serverUrl(user, name)) && Date.now() < deadline && !reply.aborted) await sleep(50);
-    redirect(reply, location + (info.query ? `?${info.query}` : ''));
+    redirectNoStore(reply, location);
   }
+
+  const withQuery = (info: RequestInfo, location: string) => location + (info.query ? `?${info.query}` : '');
 
   /** `/hub/user/<u>/<s>/…`: which server a path names (a second segment is a server only if that named server exists). */
   function serverOfPath(user: string, second: string | undefined): string {
@@ -198,19 +236,39 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
       },
     },
     {
-      // the spawn form: Start (and a profile when the spawner offers choices); a running or starting server is followed instead
-      method: 'GET', pattern: /^\/hub\/spawn\/([^/]+)(?:\/([^/]+))?\/?$/,
-      async handle(info, reply, _b, [user, name = '']) {
+      // GET /hub/spawn[/<user>[/<server>]], as the established hub 6: a running server is followed (to `next`), a
+      // starting one shown starting; else the start happens here, unless there are profiles and the link chose
+      // none (`opt-<key>=<value>`): then the form. Acts, so never cached and not answered for HEAD.
+      method: 'GET', pattern: /^\/hub\/spawn(?:\/([^/]+)(?:\/([^/]+))?)?\/?$/, acts: true,
+      async handle(info, reply, _b, [asked, name = '']) {
         const id = await requireLogin(info, reply);
         if (!id) return;
-        const resource = await resourceOf(user, name);
-        if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
-        const r = servers.get(resource.user, name);
-        if (r?.state === 'running') return redirect(reply, serverUrl(resource.user, name));
-        if (r?.state === 'spawn') return redirect(reply, spawnPendingUrl(resource.user, name));
-        const what = name ? `server <b>${escapeHtml(name)}</b>` : 'the server';
-        html(reply, 200, page('Start a server', `<p>Start ${what} of <b>${escapeHtml(resource.user)}</b>?</p>
-<form method="post" action="${escapeHtml(spawnUrl(resource.user, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start</button></form>`, nav(id)));
+        const resource = await resourceOf(asked ?? id.owner.name, name);
+        if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${asked ?? id.owner.name}`);
+        if (name && !config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
+        const { user } = resource;
+        const query = new URLSearchParams(info.query);
+        const next = localPath(query.get('next'));
+        const pending = spawnPendingUrl(user, name) + nextQuery(next);
+        const r = servers.get(user, name);
+        if (r?.state === 'running') return toServer(reply, user, name, next ?? serverUrl(user, name));
+        if (r?.state === 'spawn') return redirectNoStore(reply, pending);
+        if (r?.state === 'stop') {
+          const what = name ? `Server ${escapeHtml(name)}` : user === id.owner.name ? 'Your server' : `The server of ${escapeHtml(user)}`;
+          return html(reply, 409, page('Server stopping', `<p id="stopping">${what} is stopping. Start it again once it has stopped.</p>
+<p class="actions"><a class="button primary" href="${escapeHtml(withQuery(info, info.path))}" data-action="again">Try again</a><a class="button" href="/hub/home">Home</a></p>`, nav(id)), [], NO_STORE);
+        }
+        let options: string | null;
+        try {
+          options = queryOptions(query);
+        } catch (e) {
+          // a link that chose wrongly: with choices to offer, the form says what was wrong
+          if (!(e instanceof HubError) || e.status !== 400 || !profiles.length) throw e;
+          return html(reply, 400, page('Start a server', spawnForm(id, user, name, next, e.message), nav(id)), [], NO_STORE);
+        }
+        if (options === null && profiles.length) return html(reply, 200, page('Start a server', spawnForm(id, user, name, next), nav(id)), [], NO_STORE);
+        await start(info, id, user, name, options ?? '');
+        redirectNoStore(reply, pending);
       },
     },
     {
@@ -221,7 +279,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         const f = form(body);
         checkFormXsrf(info, id, f);
         await start(info, id, user, name, chosenOptions(f));
-        redirect(reply, spawnPendingUrl((await users.get(user))!.name, name));
+        redirect(reply, spawnPendingUrl((await users.get(user))!.name, name) + nextQuery(localPath(new URLSearchParams(info.query).get('next'))));
       },
     },
     {
@@ -232,12 +290,20 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         const resource = await resourceOf(user, name);
         if (!resource || !hasScope(id.scopes, 'read:servers', resource)) throw errors.notFound(`No such user: ${user}`);
         const r = servers.get(resource.user, name);
-        if (r?.state === 'running') return toServer(reply, info, resource.user, name, serverUrl(resource.user, name));
+        // `next` (a local path, from a spawn link): where the browser goes once the server is ready; never carried further
+        const query = new URLSearchParams(info.query);
+        const next = localPath(query.get('next'));
+        let toOpen = withQuery(info, serverUrl(resource.user, name));
+        if (query.has('next')) {
+          query.delete('next');
+          toOpen = serverUrl(resource.user, name) + (query.size ? `?${query}` : '');
+        }
+        if (r?.state === 'running') return toServer(reply, resource.user, name, next ?? toOpen);
         if (!r || (r.state !== 'spawn' && r.state !== 'failed')) return redirect(reply, `/hub${serverUrl(resource.user, name)}`);
-        html(reply, 200, page(r.state === 'failed' ? 'Start failed' : 'Starting…', pendingPage(id, resource, r), nav(id), {
+        html(reply, 200, page(r.state === 'failed' ? 'Start failed' : 'Starting…', pendingPage(id, resource, r, next), nav(id), {
           scripts: ['spawn.js'],
-          data: { progress_url: progressUrl(resource.user, name), server_url: serverUrl(resource.user, name), failed: r.state === 'failed' },
-        }), [], { 'Cache-Control': 'no-store' });
+          data: { progress_url: progressUrl(resource.user, name), server_url: serverUrl(resource.user, name), ...(next ? { next_url: next } : {}), failed: r.state === 'failed' },
+        }), [], NO_STORE);
       },
     },
     ...(['stop', 'delete'] as const).map((verb): PageRoute => ({
@@ -263,13 +329,25 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         const r = servers.get(target.name, name);
         const resource = { kind: 'server' as const, user: target.name, name, groups: target.groups };
         // running (the route not yet here): to the server, whose own login decides who may use it
-        if (r?.state === 'running') return toServer(reply, info, target.name, name, info.path.slice('/hub'.length));
+        if (r?.state === 'running') return toServer(reply, target.name, name, withQuery(info, info.path.slice('/hub'.length)));
         if ((r?.state === 'spawn' || r?.state === 'failed') && hasScope(id.scopes, 'read:servers', resource)) return redirect(reply, spawnPendingUrl(target.name, name));
         const label = name ? `Server ${escapeHtml(name)} of ${escapeHtml(target.name)}` : target.name === id.owner.name ? 'Your server' : `The server of ${escapeHtml(target.name)}`;
         const offer = hasScope(id.scopes, 'start:servers', resource)
           ? `<form method="post" action="${escapeHtml(spawnUrl(target.name, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start ${name ? 'it' : 'your server'}</button><a class="button" href="/hub/home">Home</a></form>`
           : '<p><a class="button" href="/hub/home">Home</a></p>';
         html(reply, 503, page('Server not running', `<p id="not-running">${label} is not running.</p>${offer}`, nav(id)));
+      },
+    },
+    {
+      // /hub/user-redirect/<path>: <path> (segments as given, the query kept) on the person's own server
+      method: 'GET', pattern: /^\/hub\/user-redirect(?:\/.*)?$/,
+      async handle(info, reply) {
+        const id = await requireLogin(info, reply);
+        if (!id) return;
+        // the raw path: its segments stay percent-encoded as the link gave them
+        const target = userRedirectTarget(id.owner.name, info.path.slice(USER_REDIRECT.length), info.query);
+        if (!target) throw errors.badRequest('This link does not name a path on your server.');
+        redirectNoStore(reply, target);
       },
     },
   ];

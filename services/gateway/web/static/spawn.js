@@ -1,5 +1,5 @@
 // The pending page: follows a start over the progress event stream. Each message is shown as it
-// arrives (queue positions too); the bar moves with the progress; ready goes to the server; a failure
+// arrives (queue positions too); the bar moves with the progress; ready goes to `next` or the server; a failure
 // shows its message and Retry. Data comes from <main data-page>, never from inline script.
 'use strict';
 (function () {
@@ -42,7 +42,8 @@
       source.close();
       bar.classList.add('ready');
       status.textContent = 'Ready. Opening your server…';
-      window.location.assign(e.url || data.server_url);
+      // a spawn link's `next` (a local path the hub checked) before the server's own address
+      window.location.assign(data.next_url || e.url || data.server_url);
     } else if (e.failed) {
       done = true;
       source.close();
