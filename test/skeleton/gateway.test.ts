@@ -12,12 +12,12 @@ test.after.always(async () => {
   await hub?.stop();
 });
 
-test('gateway: GET /hub/api answers the package version', async (t) => {
+test('gateway: GET /hub/api answers the API version it implements (the established hub\'s) and its own', async (t) => {
   const r = await fetch(`${hub.url}/hub/api`);
   t.is(r.status, 200);
   t.regex(r.headers.get('content-type') ?? '', /application\/json/);
   const { version } = JSON.parse(await import('node:fs').then((fs) => fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')));
-  t.deepEqual(await r.json(), { version });
+  t.deepEqual(await r.json(), { version: '6.1.1', hub_version: version });
 });
 
 test('gateway: health names every actor and runs on the native uWebSockets.js binary', async (t) => {
