@@ -165,6 +165,47 @@ function installJupyterHubForBench() {
   console.error(`${'!'.repeat(line.length)}\n${line}\n${'!'.repeat(line.length)}`);
 }
 
+/**
+ * The JupyterLab tests (test/web/jupyterlab.test.ts) run the established hub's current single-user server with
+ * JupyterLab 4 behind this hub, and its idle culler as a hub-managed service: a pinned venv inside the repository
+ * (gitignored), made with Debian's python3 (never installing into it). The stamp holds the pinned set, so a
+ * changed pin reinstalls from scratch; a test finds the venv by the same path and stamp. Only for tests.
+ */
+const JUPYTER_TEST_VENV = join(root, '.cache', 'jupyter-6.1');
+const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0'];
+function installJupyterLabForTests() {
+  if (!process.argv.includes('--for-tests')) return;
+  const venv = JUPYTER_TEST_VENV;
+  const stamp = join(venv, '.installed');
+  const want = `${JUPYTER_TEST_PINS.join('\n')}\n`;
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return;
+  console.error(`hub setup: installing ${JUPYTER_TEST_PINS.join(' ')} for the tests into ${venv} (pip, about a minute)`);
+  // stderr kept, so a failure names pip's own last words; each step bounded (a stalled download ends the set-up)
+  const run = (cmd, args, timeout) => {
+    const r = spawnSync(cmd, args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'], timeout });
+    const last = String(r.stderr ?? '').split('\n').map((l) => l.trim()).filter(Boolean).at(-1) ?? '';
+    return r.status === 0 ? '' : r.error?.code === 'ETIMEDOUT' ? `timed out after ${timeout / 1000} s` : last || `exit ${r.status ?? r.signal}`;
+  };
+  rmSync(venv, { recursive: true, force: true });
+  mkdirSync(dirname(venv), { recursive: true });
+  // Debian's python3 makes a venv with pip only when python3-venv is installed
+  let why = run('/usr/bin/python3', ['-m', 'venv', venv], 120_000);
+  if (why && canApt() && aptInstall(['python3-venv'])) why = run('/usr/bin/python3', ['-m', 'venv', venv], 120_000);
+  if (why) {
+    rmSync(venv, { recursive: true, force: true });
+    fail(`\`/usr/bin/python3 -m venv ${venv}\` failed (${why}): run \`sudo apt-get install -y python3-venv\``);
+  }
+  // JupyterLab's server runs node on scripts of its own (its build check): inside this repository they would be
+  // read as ES modules (package.json "type": "module") and fail, so the venv is its own CommonJS package scope
+  writeFileSync(join(venv, 'package.json'), '{"type": "commonjs"}\n');
+  why = run(join(venv, 'bin', 'python'), ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-q', '--timeout', '60', ...JUPYTER_TEST_PINS], 900_000);
+  if (why) {
+    rmSync(venv, { recursive: true, force: true });
+    fail(`\`pip install ${JUPYTER_TEST_PINS.join(' ')}\` into ${venv} failed (${why}): check access to PyPI, then run \`node scripts/setup.mjs --for-tests\` again`);
+  }
+  writeFileSync(stamp, want);
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -225,6 +266,7 @@ installNpmPackages();
 installNatsServer();
 installChromium();
 installJupyterForTests();
+installJupyterLabForTests();
 installPodmanForTests();
 installSlurmForTests();
 installSlapdForTests();

@@ -1,0 +1,240 @@
+// JupyterLab 4 on the established hub's current single-user server (jupyterhub 6.1.1, from the pinned venv
+// `scripts/setup.mjs --for-tests` makes under .cache/jupyter-6.1) behind this hub, driven in a real browser as a
+// person uses it: the hub's login page, the home page's start button, JupyterLab's own UI, a notebook whose cell
+// runs on the venv's kernel over the gateway's WebSocket proxy, File → Hub Control Panel and File → Log Out.
+// Then the established idle culler 2.0 from the same venv, as a hub-managed service with only the scopes its
+// README asks for, stops an idle server. Each test has its own hub; nothing is skipped.
+import test, { type ExecutionContext } from 'ava';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO, isAlive, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { apiClient, randomToken } from '../api/client.js';
+import { serverRecord, systemAccounts } from '../spawner/helpers.js';
+import { launchBrowser, login, newPage, type Browser, type Page } from './browser.js';
+
+const VENV = join(REPO, '.cache', 'jupyter-6.1');
+const SINGLEUSER = join(VENV, 'bin', 'jupyterhub-singleuser');
+const CULLER = join(VENV, 'bin', 'jupyterhub-idle-culler');
+const PASSWORD = 'correct horse battery';
+const accounts = systemAccounts('h10l');
+let browser: Browser | undefined;
+
+/** The venv must be the one setup pins (its stamp lists the pins); else the test fails saying how to make it. */
+function requireVenv(): void {
+  const stamp = join(VENV, '.installed');
+  if (!existsSync(stamp) || !existsSync(SINGLEUSER) || !existsSync(CULLER)) {
+    throw new Error(`${VENV} is missing or incomplete: run \`node scripts/setup.mjs --for-tests\` (it installs jupyterhub 6.1.1, jupyterlab 4.6.6, jupyterhub-idle-culler 2.0.0 and ipykernel there)`);
+  }
+}
+
+/** What a single-user server is started with: the venv's server, its bin first on PATH (so the kernel is its python), JupyterLab as the landing page (JUPYTERHUB_DEFAULT_URL). */
+function spawnerConfig(): Record<string, unknown> {
+  return {
+    cmd: [SINGLEUSER], default_url: '/lab', start_timeout: 60, http_timeout: 10, slow_spawn_timeout: 1,
+    environment: { PATH: `${join(VENV, 'bin')}:/usr/local/bin:/usr/bin:/bin`, JUPYTERHUB_ACTIVITY_INTERVAL: '1' },
+  };
+}
+
+/** Every server's own output, by file (the spawner keeps them under <data_dir>/servers/). */
+function serverLogs(hub: HubUnderTest): Array<[string, string]> {
+  const dir = join(hub.dataDir, 'servers');
+  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => [f, readFileSync(join(dir, f), 'utf8')]) : [];
+}
+
+/** The end of the hub's log and of every server's output. */
+function logsOf(hub: HubUnderTest): string {
+  const servers = serverLogs(hub).map(([f, text]) => `--- server ${f} ---\n${text.slice(-4000)}`);
+  return `--- hub log ---\n${hub.logs().slice(-4000)}\n${servers.join('\n')}`;
+}
+
+/**
+ * After the hub has stopped: the user's processes end too (kernels run in sessions of their own and end once
+ * their server has shut them down, or see it gone), so the account can be removed; what is left after the
+ * bound is killed by pid and named.
+ */
+async function userProcessesEnd(user: string, t: ExecutionContext): Promise<void> {
+  const pids = () => spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const t0 = Date.now();
+  while (pids().length && Date.now() - t0 < 10_000) await sleep(100);
+  const left = pids();
+  if (!left.length) return;
+  const what = spawnSync('ps', ['-o', 'pid,args', '-p', left.join(',')], { encoding: 'utf8' }).stdout;
+  for (const pid of left) try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+  t.log(`processes of ${user} still running 10 s after the hub stopped (killed):\n${what}`);
+}
+
+/** Runs `body`; on failure adds a screenshot (to a temp dir), the page's errors and the logs to the error. */
+async function withEvidence(t: ExecutionContext, page: Page, errors: string[], hub: HubUnderTest, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (e) {
+    let shot = '(no screenshot)';
+    try {
+      shot = join(mkdtempSync(join(tmpdir(), 'jupyterlab-test-')), 'failure.png');
+      await page.screenshot({ path: shot, fullPage: true, timeout: 5000 });
+    } catch (s) {
+      shot = `(screenshot failed: ${(s as Error).message})`;
+    }
+    t.log(`page at ${page.url()}; screenshot: ${shot}\npage errors:\n${errors.slice(-20).join('\n')}\n${logsOf(hub)}`);
+    throw e;
+  }
+}
+
+test.before(async () => {
+  requireVenv();
+  browser = await launchBrowser();
+});
+
+test.after.always(async () => {
+  await browser?.close();
+  accounts.removeAll();
+});
+
+test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook runs print(6*7) on the venv\'s kernel, File → Hub Control Panel and File → Log Out', async (t) => {
+  const user = accounts.name('u');
+  accounts.addUser(user);
+  const hub = await startHub({
+    config: {
+      Hub: { spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1 },
+      DummyAuthenticator: { password: PASSWORD },
+      Spawner: spawnerConfig(),
+    },
+  });
+  const { context, page, errors } = await newPage(browser!);
+  try {
+    await withEvidence(t, page, errors, hub, async () => {
+      // the hub's login page, then its home page's start button: spawn-pending, then the server's default URL
+      await login(page, hub.url, user, PASSWORD);
+      t.is(new URL(page.url()).pathname, '/hub/home');
+      await Promise.all([page.waitForURL(/\/hub\/spawn-pending\//, { timeout: 15_000 }), page.click('#default-server button[data-action=start]')]);
+      // through the server's OAuth login at the hub (its own server: no consent page) to /lab
+      await page.waitForURL((u) => u.pathname === `/user/${user}/lab`, { timeout: 60_000 });
+
+      // JupyterLab's own UI: the main dock panel and the launcher
+      await page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
+      const card = page.locator('.jp-Launcher .jp-LauncherCard[data-category="Notebook"]').first();
+      await card.waitFor({ state: 'visible', timeout: 30_000 });
+      t.regex((await card.getAttribute('title')) ?? (await card.innerText()), /Python 3/);
+
+      // a new notebook on the venv's kernel; a cell typed and run; its output comes over the kernel's WebSocket
+      await card.click();
+      const notebook = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)');
+      await notebook.locator('.jp-Cell .cm-content').first().waitFor({ state: 'visible', timeout: 30_000 });
+      // a cell run before the kernel is connected is silently not executed (JupyterLab clears its prompt): wait for "Idle"
+      await page.locator('.jp-StatusBar-Widget').getByText(/^Python 3 \(ipykernel\) \| Idle$/).waitFor({ timeout: 45_000 });
+      await notebook.locator('.jp-Cell .cm-content').first().click();
+      await page.keyboard.type('print(6*7)');
+      await page.keyboard.press('Shift+Enter');
+      const output = notebook.locator('.jp-OutputArea-output').first();
+      await output.waitFor({ state: 'visible', timeout: 45_000 });
+      t.is((await output.innerText()).trim(), '42');
+      // the kernel is the venv's python, running as the user
+      await notebook.locator('.jp-Cell .cm-content').last().click();
+      await page.keyboard.type('import sys, getpass; print(sys.executable, getpass.getuser())');
+      await page.keyboard.press('Shift+Enter');
+      const second = notebook.locator('.jp-OutputArea-output').nth(1);
+      await second.waitFor({ state: 'visible', timeout: 30_000 });
+      t.is((await second.innerText()).trim(), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
+
+      // a notebook with run cells is unsaved: JupyterLab asks before the page goes; a person says leave
+      page.on('dialog', (d) => void (d.type() === 'beforeunload' ? d.accept() : d.dismiss()));
+
+      // File → Hub Control Panel: the hub's home page in a new tab, the server running
+      const fileMenu = page.locator('#jp-menu-panel .lm-MenuBar-item', { hasText: /^File$/ });
+      await fileMenu.click();
+      const [panel] = await Promise.all([context.waitForEvent('page', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:control-panel"]').click()]);
+      await panel.waitForURL((u) => u.pathname === '/hub/home', { timeout: 15_000 });
+      await panel.locator('#default-server .state[data-state=running]').waitFor({ timeout: 15_000 });
+      await panel.close();
+
+      // File → Log Out: the server's logout, then the hub's signed-out page; the hub session is gone. (The
+      // established hub 6.1 redirects to /hub/login here instead, unless Authenticator.auto_login, when it shows its
+      // "Successfully logged out." page: LogoutHandler.render_logout_page.)
+      await fileMenu.click();
+      await Promise.all([page.waitForURL((u) => u.pathname === '/hub/logout', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:logout"]').click()]);
+      t.true(await page.getByText('You are signed out').isVisible());
+      t.is((await context.request.get(`${hub.url}/hub/api/user`)).status(), 403, 'GET /hub/api/user with the browser\'s cookies after logging out');
+      // and the server asks for a login again (its OAuth cookie cleared by its own logout)
+      const again = await context.request.get(`${hub.url}/user/${user}/lab`);
+      t.is(new URL(again.url()).pathname, '/hub/login', `/user/${user}/lab after logging out ended at ${again.url()} (${again.status()})`);
+
+      // the server found the hub it expects: jupyterhub-singleuser checks the hub API's version header against its own
+      const serverLog = serverLogs(hub).map(([, text]) => text).join('\n');
+      t.notRegex(serverLog, /Hub has no version header|jupyterhub version \S+ != jupyterhub-singleuser version/, 'the single-user server\'s version check');
+    });
+  } finally {
+    await context.close();
+    await hub.stop();
+    await userProcessesEnd(user, t);
+  }
+});
+
+test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only the scopes its README lists, stops an idle server and leaves a busy one', async (t) => {
+  const idle = accounts.name('i');
+  const busy = accounts.name('b');
+  accounts.addUser(idle);
+  accounts.addUser(busy);
+  const admin = randomToken();
+  const hub = await startHub({
+    config: {
+      Hub: {
+        spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1,
+        api_tokens: { [admin]: 'boss' },
+        services: [{ name: 'idle-culler', command: [CULLER, '--timeout=5', '--cull-every=2'] }],
+        load_roles: [{ name: 'idle-culler', scopes: ['list:users', 'read:users:activity', 'read:servers', 'delete:servers'], services: ['idle-culler'] }],
+      },
+      Authenticator: { admin_users: ['boss'] },
+      DummyAuthenticator: { password: PASSWORD },
+      Spawner: spawnerConfig(),
+    },
+  });
+  const api = apiClient(hub.url);
+  const server = async (user: string) => (await api('GET', `/users/${user}`, { token: admin })).body.servers?.[''];
+  let using = true;
+  let use: Promise<void> = Promise.resolve();
+  try {
+    for (const user of [idle, busy]) {
+      t.is((await api('POST', `/users/${user}`, { token: admin })).status, 201);
+      const started = await api('POST', `/users/${user}/server`, { token: admin });
+      t.true(started.status === 201 || started.status === 202, `start: ${started.status} ${JSON.stringify(started.body)}\n${logsOf(hub)}`);
+    }
+    for (const user of [idle, busy]) {
+      await waitFor(`${user}'s server to be ready`, async () => {
+        const s = await server(user);
+        if (!s) throw new Error('the server is gone before it was ready');
+        return s.ready ? s : undefined;
+      }, 60_000, 250).catch((e) => { throw new Error(`${(e as Error).message}\n${logsOf(hub)}`); });
+    }
+    const idlePid = (await serverRecord(hub.natsUrl, idle))!.pid;
+    // someone uses the busy one: its contents API through the gateway once a second (the admin's token: access:servers)
+    use = (async () => {
+      while (using) {
+        const r = await fetch(`${hub.url}/user/${busy}/api/contents`, { headers: { authorization: `token ${admin}` }, signal: AbortSignal.timeout(10_000) }).catch((e: Error) => e);
+        if (r instanceof Error || r.status !== 200) throw new Error(`using ${busy}'s server: ${r instanceof Error ? r.message : r.status}`);
+        await sleep(1000);
+      }
+    })();
+    use.catch(() => undefined);
+    // nobody uses the idle one: within timeout (5 s) + cull-every (2 s) + the hub's activity resolution, the culler stops it
+    const t0 = Date.now();
+    await waitFor('the culler to stop the idle server', async () => ((await server(idle)) ? undefined : true), 30_000, 250)
+      .catch((e) => { throw new Error(`${(e as Error).message}\n${logsOf(hub)}`); });
+    t.log(`idle server culled ${Date.now() - t0} ms after both were ready`);
+    t.false(isAlive(idlePid), 'the idle server\'s process is gone');
+    t.regex(hub.logs(), new RegExp(`Culling server ${idle}\\b`), 'the culler says it culled it (its output is in the hub\'s log)');
+    // two more rounds of the culler: the busy one stays
+    await sleep(4000);
+    t.is((await server(busy))?.ready, true, `the busy server still runs\n${logsOf(hub)}`);
+    t.notRegex(hub.logs(), new RegExp(`Culling server ${busy}\\b`));
+    using = false;
+    await use;
+  } finally {
+    using = false;
+    await use.catch(() => undefined);
+    await hub.stop();
+    await userProcessesEnd(idle, t);
+    await userProcessesEnd(busy, t);
+  }
+});
