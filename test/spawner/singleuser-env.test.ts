@@ -8,15 +8,18 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { REPO, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
-import { JUPYTERHUB_VENV, JUPYTERHUB_VERSION } from '../bench/jupyterhub.js';
 import { FIXTURE, serverRecord } from './helpers.js';
+
+/** The test venv `scripts/setup.mjs --for-tests` makes (jupyterhub 6.1.1, JupyterLab), as test/web/jupyterlab.test.ts uses it. */
+const JUPYTERHUB_VENV = join(REPO, '.cache', 'jupyter-6.1');
+const JUPYTERHUB_VERSION = '6.1.1';
 
 const ADMIN = randomToken();
 const PUBLIC = 'https://hub.example.org';
 const PACKAGE_VERSION: string = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-/** The suffixes the 6.1 spawner sets and its single-user server or auth library reads (the rest are left out: see the report). */
+/** The suffixes the 6.1 spawner sets and its single-user server or auth library reads (left out: legacy names such as JPY_API_TOKEN, and what the established hub never sets itself). */
 const ALIASED = [
   'API_TOKEN', 'API_URL', 'ACTIVITY_URL', 'CLIENT_ID', 'OAUTH_CALLBACK_URL', 'OAUTH_ACCESS_SCOPES', 'OAUTH_SCOPES',
   'OAUTH_CLIENT_ALLOWED_SCOPES', 'USER', 'SERVER_NAME', 'SERVICE_PREFIX', 'SERVICE_URL', 'BASE_URL', 'HOST', 'PUBLIC_URL',
@@ -148,8 +151,8 @@ test('singleuser env: GET /hub/api answers the API version and our own; every an
 
 /**
  * The established hub's own auth library (jupyterhub 6.1.1's HubOAuth, and the version check its single-user
- * server runs at start) given exactly the JUPYTERHUB_* environment a server got. The whole single-user server
- * needs jupyter_server, which the bench venv does not have.
+ * server runs at start) given exactly the JUPYTERHUB_* environment a server got (the whole single-user server with
+ * JupyterLab runs in test/web/jupyterlab.test.ts).
  */
 const CHECK = `
 import json, logging
@@ -181,7 +184,7 @@ print(json.dumps({
 
 test.serial('singleuser env: jupyterhub 6.1.1\'s auth library reads the server\'s environment and accepts the hub', async (t) => {
   const python = join(JUPYTERHUB_VENV, 'bin', 'python');
-  if (!existsSync(join(JUPYTERHUB_VENV, '.installed'))) throw new Error(`no jupyterhub ${JUPYTERHUB_VERSION} venv at ${JUPYTERHUB_VENV}: run \`node scripts/setup.mjs --for-bench\``);
+  if (!existsSync(join(JUPYTERHUB_VENV, '.installed'))) throw new Error(`no jupyterhub ${JUPYTERHUB_VERSION} venv at ${JUPYTERHUB_VENV}: run \`node scripts/setup.mjs --for-tests\``);
   const env = await startedEnv(compat, compatApi, 'dave');
   const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     const p = spawn(python, ['-c', CHECK], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env.jupyterhub } });
