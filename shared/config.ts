@@ -71,6 +71,7 @@ export const SCHEMA = {
     api_page_max_limit: { kind: 'integer', default: 200, help: 'largest page a client may ask for', min: 1 },
     api_tokens: { kind: 'string-map', default: {}, help: 'token -> user name, registered at start (users created when missing)', check: checkApiTokens },
     services: { kind: 'list', default: [], help: 'registered services (see the README)', check: checkServices },
+    extra_user_scopes: { kind: 'string-list', default: [], help: 'scopes every user holds besides `self` (the `user` role\'s, as the established hub 6\'s option adds them), e.g. ["read:groups!group=class", "list:users"]', check: (scopes: string[]) => { const v = validateScopes(scopes); return v.ok ? [] : [`Hub.extra_user_scopes: ${JSON.stringify(v.bad)}: ${v.reason}`]; } },
     load_roles: { kind: 'list', default: [], help: 'roles: {name, description, scopes, users, groups, services}', check: checkRoles },
     cache_max_bytes: { kind: 'integer', default: 33554432, help: 'bytes each gateway\'s caches may hold together (token resolutions and user models 40 % each, login sessions and their scopes 10 % each), estimated per entry; the oldest entries go first', min: 1048576 },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),

@@ -79,6 +79,9 @@ export function roleBook(config: HubConfig): Map<string, ConfiguredRole> {
       services: [...(raw.services ?? [])],
     });
   }
+  // Hub.extra_user_scopes: more for every user, whatever load_roles says of the `user` role
+  const user = book.get('user')!;
+  user.scopes = [...new Set([...user.scopes, ...config.Hub.extra_user_scopes])];
   return book;
 }
 
