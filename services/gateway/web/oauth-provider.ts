@@ -65,7 +65,7 @@ function describeScope(scope: string): string {
 }
 
 export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthActor): PageRoute[] {
-  const { web, users, book } = deps;
+  const { config, web, users, book } = deps;
   const htmlPage = (reply: Reply, status: number, title: string, body: string, user?: string) => reply.send(status, page(title, body, user), HTML);
 
   /** The client, or null after an error page: nothing is redirected to a URI that was not checked (reference §6.2 step 2). */
@@ -159,6 +159,11 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
     const method = q.get('code_challenge_method');
     if (method !== null && !['S256', 'plain'].includes(method)) {
       redirectError(info, reply, client, q, 'invalid_request', 'code_challenge_method must be S256 or plain');
+      return null;
+    }
+    // Hub.oauth_require_pkce (the established hub 6.0's): every client proves its code with a verifier
+    if (config.Hub.oauth_require_pkce && !q.get('code_challenge')) {
+      redirectError(info, reply, client, q, 'invalid_request', 'code_challenge required (this hub requires PKCE)');
       return null;
     }
     const g = await grantable(client, id, asked);
