@@ -15,7 +15,7 @@ import { pushAll } from './lists.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
 
-interface OptionSpec {
+export interface OptionSpec {
   kind: Kind;
   default: unknown;
   help: string;
@@ -124,6 +124,8 @@ export const SCHEMA = {
     node: { kind: 'string', default: '', help: 'the node (Hub.node_name) whose spawner starts servers, overriding Spawner.placement; meant for a profile ("Spawner.node": "gpu-1"); "" = placement decides', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Spawner.node: ${JSON.stringify(v)}: expected a node name (1 to 63 letters, digits, ".", "_" and "-")`] : []) },
     node_lost_timeout: seconds(60, 'a spawner node not answering for longer than this has its servers marked stopped ("node <name> lost"); adopted again if it comes back with them running'),
     profiles: { kind: 'list', default: [], help: 'named choices offered at spawn: {name, display_name, description, default, overrides: {"Spawner.mem_limit": "2G", ...}}; user_options.profile picks one', check: checkProfiles },
+    group_overrides: { kind: 'object', default: {}, help: 'options set per start for members of groups, as the established hub 5\'s: {"<name>": {"groups": ["gpu-users"], "spawner_override": {"mem_limit": "8G", "environment": {"GPU": "1"}}}}; every entry naming one of the user\'s groups applies, in the order of the names sorted, before user options and the profile; objects (environment) are merged, null removes a key', check: checkGroupOverrides },
+    apply_user_options: { kind: 'string-map', default: {}, help: 'user_options keys a start may give and the option each sets, as the established hub 5.3\'s: {"image": "DockerSpawner.image", "mem": "mem_limit"}; a value of the wrong type is a 400; nothing else can be set by users', check: checkApplyUserOptions },
   },
   LocalProcessSpawner: {
     create_system_users: { kind: 'boolean', default: false, help: 'create a missing system account (useradd -m, home 0700) instead of failing the spawn' },
@@ -424,6 +426,91 @@ function checkProfiles(profiles: unknown[]): string[] {
   });
   if (defaults > 1) problems.push('Spawner.profiles: more than one profile is marked default');
   return problems;
+}
+
+/**
+ * Spawner options no single start has its own value of: they apply to the whole hub (timeouts of requests and
+ * stops, polling, placement) or are decided before a spawner takes the start (`node`: placement reads profiles).
+ */
+const HUB_WIDE_SPAWNER_OPTIONS = new Set(['slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout', 'poll_interval', 'placement', 'node', 'node_lost_timeout', 'profiles', 'group_overrides', 'apply_user_options']);
+
+/**
+ * The option a group override or a user option sets (`Spawner.group_overrides`, `Spawner.apply_user_options`):
+ * `"Section.option"` as profiles name them, or a bare name as the established hub's spawner attributes are named
+ * (`Spawner`'s own, else the spawner backend's section that has it). A string says why the key cannot be one.
+ */
+export function startOption(key: string): { section: string; option: string; spec: OptionSpec } | string {
+  const sections = SCHEMA as Record<string, Record<string, OptionSpec>>;
+  const parts = key.split('.');
+  const has = (section: string, option: string) => Object.hasOwn(sections, section) && section.endsWith('Spawner') && Object.hasOwn(sections[section], option);
+  const [section, option] = parts.length === 2 ? parts
+    : parts.length === 1 ? [has('Spawner', key) ? 'Spawner' : Object.keys(sections).find((s) => has(s, key)) ?? '', key] : ['', ''];
+  if (!section || !has(section, option)) return 'is not an option of Spawner or of a spawner backend\'s section';
+  if (section === 'Spawner' && HUB_WIDE_SPAWNER_OPTIONS.has(option)) return 'applies to the whole hub, not to one start';
+  return { section, option, spec: sections[section][option] };
+}
+
+/** An object with its null values (keys an override removes) left out, at every depth. */
+function withoutNulls(v: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== null).map(([k, x]) => [k, isObject(x) ? withoutNulls(x) : x]));
+}
+
+const GROUP_OVERRIDE_KEYS = ['groups', 'spawner_override'];
+
+function checkGroupOverrides(all: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  for (const [name, entry] of Object.entries(all)) {
+    const label = `Spawner.group_overrides ${JSON.stringify(name)}`;
+    if (!isObject(entry)) {
+      problems.push(`${label}: expected {"groups": [...], "spawner_override": {...}}`);
+      continue;
+    }
+    for (const key of Object.keys(entry)) if (!GROUP_OVERRIDE_KEYS.includes(key)) problems.push(`${label}.${key}: unknown option (known: ${GROUP_OVERRIDE_KEYS.join(', ')})`);
+    if (!(Array.isArray(entry.groups) && entry.groups.every((g) => typeof g === 'string'))) problems.push(`${label}.groups: required, a list of group names`);
+    if (!isObject(entry.spawner_override)) {
+      problems.push(`${label}.spawner_override: required, an object of option: value`);
+      continue;
+    }
+    for (const [key, value] of Object.entries(entry.spawner_override)) {
+      const target = startOption(key);
+      if (typeof target === 'string') {
+        problems.push(`${label}.spawner_override: ${JSON.stringify(key)} ${target}`);
+        continue;
+      }
+      // objects are merged into the option's value (null removes a key): what is checked is what they add
+      const merged = isObject(value) && (target.spec.kind === 'object' || target.spec.kind === 'string-map');
+      const checked = merged ? withoutNulls(value) : value;
+      if (!fits(target.spec, checked)) problems.push(`${label}.spawner_override["${key}"]: expected ${describe(target.spec)}, got ${JSON.stringify(value)}`);
+      else pushAll(problems, (target.spec.check?.(checked) ?? []).map((line) => `${label}.spawner_override: ${line}`));
+    }
+  }
+  return problems;
+}
+
+function checkApplyUserOptions(map: Record<string, string>): string[] {
+  return Object.entries(map).flatMap(([key, name]) => {
+    if (key === 'profile') return ['Spawner.apply_user_options: "profile" is taken: user_options.profile chooses one of Spawner.profiles'];
+    const target = startOption(name);
+    return typeof target === 'string' ? [`Spawner.apply_user_options[${JSON.stringify(key)}]: ${JSON.stringify(name)} ${target}`] : [];
+  });
+}
+
+/**
+ * A value from outside (user_options) for an option: as given when it fits, else a string read as the
+ * option's kind reads one (numbers, true/false/1/0), as the established hub coerces form strings; then the
+ * option's own checks. `problem` says what was expected.
+ */
+export function optionValueFrom(spec: OptionSpec, value: unknown): { value: unknown } | { problem: string } {
+  let v = value;
+  if (!fits(spec, v) && typeof v === 'string') {
+    const s = v.trim();
+    if (spec.kind === 'integer' && /^[+-]?\d+$/.test(s)) v = Number(s);
+    else if (spec.kind === 'number' && s !== '' && Number.isFinite(Number(s))) v = Number(s);
+    else if (spec.kind === 'boolean' && /^(true|1|false|0)$/i.test(s)) v = /^(true|1)$/i.test(s);
+  }
+  if (!fits(spec, v)) return { problem: `expected ${describe(spec)}, got ${JSON.stringify(value)?.slice(0, 80)}` };
+  const wrong = spec.check?.(v) ?? [];
+  return wrong.length ? { problem: wrong[0] } : { value: v };
 }
 
 const ROLE_KEYS = new Set(['name', 'description', 'scopes', 'users', 'groups', 'services']);

@@ -13,7 +13,7 @@ import { withPrefixAliases } from '../../shared/environment.js';
 import type { Logger } from '../../shared/log.js';
 import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCKETS } from '../../shared/metrics.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
-import { chooseProfile, limitsOf, withOverrides, type Profile } from '../../shared/profiles.js';
+import { chooseProfile, groupOverridesFor, limitsOf, sectionFor, userOptionSettings, type StartChoice } from '../../shared/profiles.js';
 import {
   invalidLocationReason, invalidServerNameReason, isActive, locationTarget, nodeLostReason, serverClientId, serverId, serverKey, serverModel, serverUrl,
   type ProgressEvent, type ServerRecord,
@@ -41,6 +41,9 @@ export interface SpawnerDeps {
   /** the backend of each `Hub.spawner_class` a record may name (made on first use) */
   backend: (spawnerClass: string) => SpawnerBackend;
 }
+
+/** What a start was asked with besides its record's user_options: the profile they chose and the user's groups. */
+type Choice = Omit<StartChoice, 'userOptions'>;
 
 /** What only this process knows about a server it is starting or stopping. */
 interface Local {
@@ -252,14 +255,14 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       log.warn({ event: 'server.oauth_client.delete_failed', server: label(r), err: e.message }, 'server OAuth client not deleted'));
   }
 
-  /** A target known only later (the server reports it): bounded by Spawner.start_timeout, cancelled by a stop. */
-  async function awaitTarget(target: Promise<string>, signal: AbortSignal): Promise<string> {
+  /** A target known only later (the server reports it): bounded by Spawner.start_timeout (this start's), cancelled by a stop. */
+  async function awaitTarget(target: Promise<string>, signal: AbortSignal, startTimeout = S.start_timeout): Promise<string> {
     target.catch(() => undefined); // its end may come after ours
     let timer: NodeJS.Timeout | undefined;
     let onAbort = () => undefined as void;
     try {
       return await Promise.race([target, new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the server did not report where it listens within ${S.start_timeout} s`)), S.start_timeout * 1000);
+        timer = setTimeout(() => reject(new Error(`the server did not report where it listens within ${startTimeout} s`)), startTimeout * 1000);
         onAbort = () => reject(new Error('cancelled'));
         signal.addEventListener('abort', onAbort, { once: true });
       })]);
@@ -282,7 +285,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** Start through the backend, wait for HTTP, record the outcome. Resolves when ready; rejects with the reason it failed. */
-  async function spawnServer(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, fromLogin: Record<string, string>, answered: () => void = () => undefined): Promise<void> {
+  async function spawnServer(r: ServerRecord, abort: AbortController, choice: Choice, by: string, fromLogin: Record<string, string>, answered: () => void = () => undefined): Promise<void> {
     const b = backend(r.spawner_class);
     const start = performance.now();
     try {
@@ -290,12 +293,16 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       r.token_id = issued.model!.id;
       // the server's token is also its OAuth client secret (reference §6.7)
       await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
-      const spawner = withOverrides(config, 'Spawner', profile);
+      // the options of this start: group overrides, user options, profile (shared/profiles.ts)
+      const chosen: StartChoice = { ...choice, userOptions: r.user_options };
+      const spawner = sectionFor(config, 'Spawner', chosen);
       const section = BACKENDS[r.spawner_class].section;
+      const applied = groupOverridesFor(config, choice.groups);
+      if (applied.length) log.info({ event: 'server.group_overrides', server: label(r), applied }, 'group overrides applied');
       const started = await b.start({
         server: r, id: serverId(r.user, r.name), cmd: command(spawner), env: (listen) => environment(r, issued.token, listen, spawner, fromLogin),
         limits: limitsOf(spawner), notebookDir: spawner.notebook_dir,
-        options: section ? (withOverrides(config, section, profile) as Record<string, unknown>) : {},
+        options: section ? (sectionFor(config, section, chosen) as Record<string, unknown>) : {},
         progress: (message) => backendProgress(r, message), signal: abort.signal, reported: () => reportOf(r).promise,
       });
       r.spawner_state = started.state;
@@ -305,11 +312,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         r.target = started.target;
       } else {
         await registry.save(r); // with its state: a stop, or a restarted spawner, finds it while it waits for its place
-        r.target = await awaitTarget(started.target, abort.signal);
+        r.target = await awaitTarget(started.target, abort.signal, spawner.start_timeout);
       }
       await progress(r, { progress: 50, message: 'Spawning server...' }); // saved with its state: any spawner can adopt it from here
       await waitForHttp(`${r.target}${r.url}`, {
-        timeoutMs: S.start_timeout * 1000, requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal,
+        timeoutMs: spawner.start_timeout * 1000, requestTimeoutMs: spawner.http_timeout * 1000, signal: abort.signal,
         ended: () => endedReason(r),
       });
       answered();
@@ -339,7 +346,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** Waits for a turn in the spawn queue (if the limit is reached), then starts. */
-  async function queuedSpawn(r: ServerRecord, abort: AbortController, profile: Profile | null, by: string, fromLogin: Record<string, string>): Promise<void> {
+  async function queuedSpawn(r: ServerRecord, abort: AbortController, choice: Choice, by: string, fromLogin: Record<string, string>): Promise<void> {
     const key = serverKey(r.user, r.name);
     waitingRecords.set(key, r);
     try {
@@ -360,7 +367,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     };
     try {
       if (waited.delete(key)) await progress(r, { progress: 5, message: 'Your turn: starting' });
-      await spawnServer(r, abort, profile, by, fromLogin, release);
+      await spawnServer(r, abort, choice, by, fromLogin, release);
     } finally {
       release();
     }
@@ -442,11 +449,18 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const by = 'actor:spawner (resumed)';
     if (r.token_id) await revokeToken(r, by); // issued before the crash, never given to a server
     r.token_id = '';
-    let profile: Profile | null;
+    let profile: StartChoice['profile'];
     try {
       profile = chooseProfile(config, r.user_options);
+      userOptionSettings(config, r.user_options);
     } catch (e) {
       await forget(r, `not restarted after a spawner restart: ${(e as Error).message}`);
+      return;
+    }
+    // the user's groups came with the request and are not kept: without them the server would start without its
+    // group overrides, unlike what was asked; the person starts it again
+    if (Object.keys(config.Spawner.group_overrides).length) {
+      await forget(r, 'not restarted after a spawner restart: the hub restarted before your server started; start it again');
       return;
     }
     r.instance = instance;
@@ -456,7 +470,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const l = localOf(r);
     l.abort = abort;
     // what the login gave the start (auth_state_environment) is never stored: a resumed start goes on without it
-    const spawning = queuedSpawn(r, abort, profile, by, {});
+    const spawning = queuedSpawn(r, abort, { profile, groups: [] }, by, {});
     l.spawning = spawning;
     spawning.catch(() => undefined);
   }
@@ -500,17 +514,18 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
   const alive = async (r: ServerRecord) => (await backend(r.spawner_class).poll(r.spawner_state)).running;
 
-  /** user_options as a start or a PATCH gives them: an object whose profile (if any) exists. */
+  /** user_options as a start or a PATCH gives them: an object whose profile (if any) exists and whose options (apply_user_options) fit. */
   function checkOptions(options: unknown): Record<string, unknown> {
     if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be an object');
     chooseProfile(config, options as Record<string, unknown>);
+    userOptionSettings(config, options as Record<string, unknown>);
     return options as Record<string, unknown>;
   }
 
   const modelJson = (r: ServerRecord) => JSON.stringify(serverModel(r));
 
   return {
-    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string; auth_environment?: Record<string, string> }) {
+    async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string; auth_environment?: Record<string, string>; groups?: string[] }) {
       const current = registry.get(req.user, req.name);
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
@@ -526,6 +541,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const options = (req.user_options_json ? parseJson(req.user_options_json, config.Hub.max_json_depth, 'user_options') : current?.user_options ?? {}) as Record<string, unknown>;
       if (typeof options !== 'object' || options === null || Array.isArray(options)) throw errors.badRequest('user_options must be a JSON object');
       const profile = chooseProfile(config, options); // an unknown profile is a 400 before anything starts
+      userOptionSettings(config, options); // so is a value of the wrong type for an option apply_user_options names
       const now = isoNow();
       const r: ServerRecord = {
         user: req.user, name: req.name, state: 'spawn', url: serverUrl(req.user, req.name), target: '', pid: 0,
@@ -540,7 +556,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const l = localOf(r);
       l.abort = abort;
       const waits = queue.admit() === 'wait';
-      const spawning = queuedSpawn(r, abort, profile, req.by || 'actor:spawner', req.auth_environment ?? {});
+      const spawning = queuedSpawn(r, abort, { profile, groups: req.groups ?? [] }, req.by || 'actor:spawner', req.auth_environment ?? {});
       l.spawning = spawning;
       spawning.catch(() => undefined);
       if (waits) return { status: 'pending', server: serverMessage(r) }; // queued: 202 at once, the place is on the progress stream

@@ -64,9 +64,11 @@ export function serverRoutes(deps: ApiDeps): Route[] {
 
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;
-    await mustUser(user);
+    const model = await users.get(user);
+    if (!model) throw errors.notFound(`No such user: ${user}`, 'HUB_ERR_USER_NOT_FOUND');
     const fromLogin = await prepareSpawn(deps, user, req.identity?.owner.name === user ? req.identity.sessionId : undefined, req.who, req.call);
-    const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who, auth_environment: fromLogin },
+    // the user's groups go with the start: Spawner.group_overrides (the spawner does not ask again)
+    const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who, auth_environment: fromLogin, groups: model.groups },
       within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call));
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
