@@ -95,6 +95,20 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
 <form method="post" action="${escapeHtml(spawnUrl(user, name) + nextQuery(next))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start</button></form>`;
   }
 
+  /**
+   * Delete of a named server: static/hub.js asks in a dialog (data-confirm) and sends confirmed=1; without
+   * the script the POST comes without it and the answer is a page that asks (confirmDeletePage).
+   */
+  const deleteButton = (id: Identity, user: string, name: string) =>
+    `<form method="post" action="${escapeHtml(hubServerPath('delete', user, name))}" class="inline" data-confirm-title="Delete server" ` +
+    `data-confirm="${escapeHtml(`Delete server “${name}”? It leaves your list, and what you shared of it is no longer shared.`)}" data-confirm-label="Delete">` +
+    `${xsrf(id)}<button class="danger" data-action="delete">Delete</button></form>`;
+
+  function confirmDeletePage(id: Identity, user: string, name: string): string {
+    return `<p id="confirm-delete">Delete server <b>${escapeHtml(name)}</b>${user !== id.owner.name ? ` of <b>${escapeHtml(user)}</b>` : ''}? It leaves the list, and what was shared of it is no longer shared.</p>
+<form method="post" action="${escapeHtml(hubServerPath('delete', user, name))}" class="actions">${xsrf(id)}${hidden('confirmed', '1')}<button class="danger" data-action="confirm">Delete</button><a class="button" href="/hub/home" data-action="cancel">Cancel</a></form>`;
+  }
+
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
   function actions(id: Identity, user: string, name: string, state: ShownState, groups: string[] = []): string {
     const out: string[] = [];
@@ -102,7 +116,7 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     if (state === 'starting') out.push(`<a class="button" href="${escapeHtml(spawnPendingUrl(user, name))}" data-action="progress">Starting…</a>`);
     if (state === 'stopped' || state === 'failed') out.push(postButton(id, spawnUrl(user, name), state === 'failed' ? 'Retry' : 'Start', 'primary'));
     if (state === 'running' || state === 'starting') out.push(postButton(id, hubServerPath('stop', user, name), 'Stop'));
-    if (name && (state === 'stopped' || state === 'failed')) out.push(postButton(id, hubServerPath('delete', user, name), 'Delete', 'danger'));
+    if (name && (state === 'stopped' || state === 'failed')) out.push(deleteButton(id, user, name));
     out.push(shareButton(id, user, name, groups));
     return `<div class="actions">${out.join('')}</div>`;
   }
@@ -311,8 +325,15 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
       async handle(info, reply, body, [user, name = '']) {
         const id = await requireLogin(info, reply);
         if (!id) return;
-        checkFormXsrf(info, id, form(body));
+        const f = form(body);
+        checkFormXsrf(info, id, f);
         if (verb === 'delete' && !name) throw errors.badRequest('Only named servers can be deleted');
+        if (verb === 'delete' && f.get('confirmed') !== '1') {
+          // not confirmed (the page's script asks first; without it, this page asks)
+          const resource = await resourceOf(user, name);
+          if (!resource || !hasScope(id.scopes, 'delete:servers', resource) || !servers.get(resource.user, name)) throw errors.notFound(`No such server: ${user}/${name}`);
+          return html(reply, 200, page('Delete server', confirmDeletePage(id, resource.user, name), nav(id)), [], NO_STORE);
+        }
         await stop(info, id, user, name, verb === 'delete');
         redirect(reply, '/hub/home');
       },

@@ -1,6 +1,7 @@
 // The hub's pages share one layout: one stylesheet and the page scripts served by the hub itself
-// (static/, read once at start), a top bar (Home, Token, Admin for those who may, Services, Logout),
-// and the security headers every page carries. Everything interpolated is escaped.
+// (static/, read once at start), a top bar (Home, Token, Admin for those who may, Services, the theme,
+// Logout), and the security headers every page carries. Everything interpolated is escaped. Every page
+// loads static/hub.js first (the theme before first paint, password Show buttons, confirmations).
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -57,7 +58,7 @@ export interface Nav {
   user: string;
   /** may open the admin page (`admin-ui`) */
   admin?: boolean;
-  /** the Services menu: services with a url and display true */
+  /** the Services menu: services with a url and display true that this visitor may use (access:services) */
   services?: { name: string; href: string }[];
 }
 
@@ -68,8 +69,15 @@ export interface PageOptions {
   data?: unknown;
 }
 
+/**
+ * The theme choice (system / light / dark): hidden until static/hub.js wires it (without script it could do
+ * nothing; the page then follows the system). The stylesheet reads the choice from <html data-theme>.
+ */
+const THEME_PICKER = '<label class="theme" hidden>Theme <select id="theme-choice">' +
+  '<option value="system">System</option><option value="light">Light</option><option value="dark">Dark</option></select></label>';
+
 function topbar(nav?: Nav | string): string {
-  if (!nav) return '<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav></nav><a href="/hub/login">Sign in</a></header>';
+  if (!nav) return `<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav></nav>${THEME_PICKER}<a href="/hub/login">Sign in</a></header>`;
   const n: Nav = typeof nav === 'string' ? { user: nav } : nav;
   const services = n.services?.length
     ? `<details class="menu" id="services-menu"><summary>Services</summary><ul>${n.services.map((s) => `<li><a href="${escapeHtml(s.href)}">${escapeHtml(s.name)}</a></li>`).join('')}</ul></details>`
@@ -77,13 +85,15 @@ function topbar(nav?: Nav | string): string {
   return '<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav>' +
     '<a href="/hub/home">Home</a><a href="/hub/token">Token</a>' +
     (n.admin ? '<a href="/hub/admin">Admin</a>' : '') + services +
-    `</nav><span class="who">${escapeHtml(n.user)}</span><a href="/hub/logout" id="logout">Logout</a></header>`;
+    `</nav>${THEME_PICKER}<span class="who">${escapeHtml(n.user)}</span><a href="/hub/logout" id="logout">Logout</a></header>`;
 }
 
 export function page(title: string, body: string, nav?: Nav | string, options: PageOptions = {}): string {
   const scripts = (options.scripts ?? []).map((s) => `<script src="${escapeHtml(assetUrl(s))}" defer></script>`).join('');
   const data = options.data === undefined ? '' : ` data-page="${escapeHtml(JSON.stringify(options.data))}"`;
+  // hub.js without defer, before the stylesheet: it sets the theme before anything is painted
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+    `<meta name="color-scheme" content="light dark"><script src="${escapeHtml(assetUrl('hub.js'))}"></script>` +
     `<title>${escapeHtml(title)}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="${escapeHtml(assetUrl('hub.css'))}">${scripts}</head>` +
     `<body>${topbar(nav)}<main${data}><h1>${escapeHtml(title)}</h1>${body}</main></body></html>`;
 }

@@ -60,8 +60,11 @@ export function createPageKit(deps: PageDeps) {
     reply.send(status, body, { ...HTML, ...headers }, false, cookies);
 
   const services = [...deps.services.values()].filter((s) => s.url && s.display !== false).map((s) => ({ name: s.name, href: servicePrefix(s.name) }));
-  /** What the top bar offers this person. */
-  const nav = (id: Identity): Nav => ({ user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'), services });
+  /** What the top bar offers this person: the Services menu lists only services they may use. */
+  const nav = (id: Identity): Nav => ({
+    user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'),
+    services: services.filter((s) => hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name })),
+  });
 
   const here = (info: RequestInfo) => (info.query ? `${info.path}?${info.query}` : info.path);
 
@@ -101,7 +104,9 @@ ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
 <label>Username<br><input name="username" autocomplete="username" autofocus required></label>
 <label>Password<br><input name="password" type="password" autocomplete="current-password"></label>
 <p><button type="submit" class="${button ? '' : 'primary'}">Sign in</button></p></form>` : '';
-    const body = `${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
+    // shown by static/hub.js when this page came over plain HTTP to an address that is not this machine
+    const insecure = '<p class="notice" id="insecure-login-warning" role="alert" hidden><b>Warning:</b> this hub seems to be served over an unsecured HTTP connection. We strongly recommend enabling HTTPS.</p>';
+    const body = `${insecure}${done || (await setup.hint())}<section class="card narrow">${message ? `<p class="error" id="login-error">${escapeHtml(message)}</p>` : ''}
 ${button}${button && form ? '<p class="muted">or with a name and password:</p>' : ''}${form}</section>`;
     html(reply, status, page('Sign in', body), xsrf.setCookie ? [xsrf.setCookie] : []);
   }
