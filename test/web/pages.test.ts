@@ -87,7 +87,10 @@ test('pages: a named server is created, started, stopped (still listed), started
   await page.waitForURL(/\/user\/bob\/analysis-2\/$/, { timeout: 30_000 });
   await page.goto(`${hub.url}/hub/home`);
   await Promise.all([page.waitForURL(/\/hub\/home$/), page.click(`${row} button[data-action=stop]`)]);
-  await Promise.all([page.waitForURL(/\/hub\/home$/), page.click(`${row} button[data-action=delete]`)]);
+  // deleting asks first (a dialog; the page stays until it is confirmed)
+  await page.click(`${row} button[data-action=delete]`);
+  await Promise.all([page.waitForURL(/\/hub\/home$/), page.click('dialog button[data-action=confirm]')]);
+  await page.locator(row).waitFor({ state: 'detached' });
   t.is(await page.$(row), null, 'deleted');
   // a bad name is a readable page, not a crash
   await page.evaluate(() => document.querySelector('#create-server input[name=server]')!.removeAttribute('pattern'));
