@@ -32,14 +32,14 @@ test('first run: the start-up output says where to go and gives a set-up code th
   await page.fill('input[name=username]', 'root-admin');
   await page.fill('input[name=password]', 'first-admin-pw');
   await page.fill('input[name=password2]', 'first-admin-pw');
-  const wrong = await Promise.all([page.waitForNavigation(), page.click('#setup-form button')]).then(([r]) => r);
+  const wrong = await Promise.all([page.waitForNavigation(), page.click('#setup-form button[type=submit]')]).then(([r]) => r);
   t.is(wrong?.status(), 403);
   t.true(await page.isVisible('#setup-error'));
   errors.length = 0;
   await page.fill('input[name=code]', code.toLowerCase());
   await page.fill('input[name=password]', 'first-admin-pw');
   await page.fill('input[name=password2]', 'first-admin-pw');
-  await Promise.all([page.waitForURL(/\/hub\/login\?setup=done$/), page.click('#setup-form button')]);
+  await Promise.all([page.waitForURL(/\/hub\/login\?setup=done$/), page.click('#setup-form button[type=submit]')]);
   t.true(await page.isVisible('#setup-done'));
   await login(page, hub.url, 'root-admin', 'first-admin-pw');
   t.is(new URL(page.url()).pathname, '/hub/home');
