@@ -95,7 +95,8 @@ test.serial('logout: the old login cookie, replayed, no longer works', async (t)
   const saved = b.cookies(hub.url);
   t.is((await whoami(b, hub.url)).status, 200);
   const out = await b.get(`${hub.url}/hub/logout`);
-  t.is(out.status, 200);
+  t.is(out.status, 302, 'back to the sign-in page');
+  t.is(out.location, `${hub.url}/hub/login`);
   t.is(b.cookie(hub.url, 'hub-hub-login'), undefined);
   t.is(b.cookie(hub.url, 'hub-session-id'), undefined);
   t.is((await whoami(b, hub.url)).status, 403);

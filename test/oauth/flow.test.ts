@@ -243,7 +243,8 @@ test.serial('oauth flow: logout revokes the server cookie\'s token (seed logout 
   const session = b.cookie('hub-session-id')!.value;
   t.true((await oauthTokensOf('alice')).some((tk) => tk.session_id === session));
   const out = await b.get('/hub/logout');
-  t.is(out.status, 200);
+  t.is(out.status, 302, 'back to the sign-in page, as the established hub 6.1');
+  t.is(pathOf(out.location), '/hub/login');
   t.is(b.cookie('hub-hub-login'), undefined, '1. the login cookie is gone');
   t.is(b.cookie('hub-session-id'), undefined, '3. so is the session id');
   t.false((await oauthTokensOf('alice')).some((tk) => tk.session_id === session), '2. the session\'s tokens are revoked');

@@ -142,7 +142,7 @@ test.serial('audit: login → spawn → stop → token → denied call → logou
   const denied = await api('POST', '/users/mallory', { token: token! });
   t.is(denied.status, 403);
   const logout = await b.get(`${hub.url}/hub/logout`);
-  t.is(logout.status, 200);
+  t.is(logout.status, 302);
 
   const want: [string, Partial<AuditEvent>][] = [
     ['login.success', { who: 'user:alice', what: 'alice', outcome: 'ok', client: '127.0.0.1' }],

@@ -149,12 +149,11 @@ test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook r
       await panel.locator('#default-server .state[data-state=running]').waitFor({ timeout: 15_000 });
       await panel.close();
 
-      // File → Log Out: the server's logout, then the hub's signed-out page; the hub session is gone. (The
-      // established hub 6.1 redirects to /hub/login here instead, unless Authenticator.auto_login, when it shows its
-      // "Successfully logged out." page: LogoutHandler.render_logout_page.)
+      // File → Log Out: the server's logout, then the hub's, which (as the established hub 6.1's) lands on the
+      // sign-in page; the hub session is gone
       await fileMenu.click();
-      await Promise.all([page.waitForURL((u) => u.pathname === '/hub/logout', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:logout"]').click()]);
-      t.true(await page.getByText('You are signed out').isVisible());
+      await Promise.all([page.waitForURL((u) => u.pathname === '/hub/login', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:logout"]').click()]);
+      t.true(await page.locator('form[action^="/hub/login"]').isVisible());
       t.is((await context.request.get(`${hub.url}/hub/api/user`)).status(), 403, 'GET /hub/api/user with the browser\'s cookies after logging out');
       // and the server asks for a login again (its OAuth cookie cleared by its own logout)
       const again = await context.request.get(`${hub.url}/user/${user}/lab`);

@@ -62,7 +62,7 @@ test('look: login and home share one stylesheet from the hub, nothing from elsew
   t.deepEqual(outside, []);
   t.deepEqual(errors, []);
   await page.click('#logout');
-  await page.waitForURL(/\/hub\/logout$/);
+  await page.waitForURL(/\/hub\/login$/);
   await screenshot(page, 'logout');
   await page.goto(`${hub.url}/hub/home`);
   t.is(new URL(page.url()).pathname, '/hub/login', 'signed out');

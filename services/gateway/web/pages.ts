@@ -2,6 +2,7 @@
 // logout, and the dispatch; home and spawning live in home.ts, tokens in token-page.ts.
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
 import { hubPublicUrl } from '../../../shared/config.js';
+import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { servicePrefix } from '../../../shared/servers.js';
@@ -148,6 +149,12 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
       async handle(info: RequestInfo, reply: Reply) {
         const id = await web.identify(info);
         if (id) {
+          // Hub.shutdown_on_logout (the established hub's): the person's running servers stop first
+          if (config.Hub.shutdown_on_logout) {
+            const by = `user:${id.owner.name}`;
+            await Promise.all(deps.servers.of(id.owner.name).filter((r) => deps.servers.isActive(r)).map((r) =>
+              deps.spawner.stopServer({ user: r.user, name: r.name, by }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)))));
+          }
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
           const ended = await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}`, post_logout_redirect_uri: `${hubPublicUrl(config)}/hub/login` }, callOf(info));
           await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
@@ -155,6 +162,9 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
           // RP-initiated logout: the provider ends its own login too, then sends the browser back here
           if (ended.logout_url) return redirect(reply, ended.logout_url, web.clearCookies(info));
         }
+        // as the established hub 6.1: back to the sign-in page, unless it would send the browser straight to the
+        // provider again (auto_login): then a page that says so
+        if (!config.Authenticator.auto_login) return redirect(reply, '/hub/login', web.clearCookies(info));
         html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a class="button primary" href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
       },
     })),
