@@ -37,7 +37,8 @@ export function userRoutes(deps: ApiDeps): Route[] {
 
   /** A single user's auth state, for a requester whose model of them shows it (admin:auth_state): never cached. */
   async function authStateFor(req: ApiRequest, shown: Record<string, unknown> | null, name: string): Promise<unknown> {
-    if (!shown || !('auth_state' in shown)) return undefined;
+    // without auth state there is nothing to ask: an admin's read of a user stays an answer from memory
+    if (!shown || !('auth_state' in shown) || !config.Authenticator.enable_auth_state) return undefined;
     return JSON.parse((await auth.getAuthState({ name }, req.call)).state_json || 'null') as unknown;
   }
 
