@@ -119,10 +119,25 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   return hub;
 }
 
+/** Stops a child process and waits (bounded) for it to exit. */
+export async function stopChild(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
+
 /** Runs the `hub` command to completion (for config errors and CLI verbs); `input` is its whole standard input. */
 export function runHubCommand(args: string[], { env = {}, input = '' }: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runCommand(process.execPath, [SUPERVISOR, ...args], { env: { ...process.env, ...env }, input });
+}
+
+/** Runs a program to its end (killed after 30 s), with exactly `env`; its exit code and output. */
+export function runCommand(command: string, args: string[], { env, input = '' }: { env: NodeJS.ProcessEnv; input?: string }): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [SUPERVISOR, ...args], { cwd: REPO, env: { ...process.env, ...env } });
+    const p = spawn(command, args, { cwd: REPO, env });
     p.stdin.end(input);
     let stdout = '';
     let stderr = '';

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { freePort, REPO, startHub, waitFor } from '../harness.js';
+import { freePort, REPO, startHub, stopChild, waitFor } from '../harness.js';
 
 export interface Page {
   status: number;
@@ -152,14 +152,7 @@ export async function startIdp(env: Record<string, string>): Promise<Idp> {
     hang: async (endpoint) => void (await call('POST', `/control?hang=${endpoint}`)),
     stats: () => call('GET', '/stats'),
     issued: () => call('GET', '/issued'),
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const gone = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGTERM');
-      const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-      await gone;
-      clearTimeout(timer);
-    },
+    stop: () => stopChild(proc),
   };
 }
 

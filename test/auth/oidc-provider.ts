@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { REPO } from '../harness.js';
+import { REPO, stopChild } from '../harness.js';
 import { Browser, type Page } from './helpers.js';
 
 export interface OidcUser { password: string; groups?: string[]; roles?: string[]; email?: string }
@@ -63,14 +63,7 @@ export async function startOidcProvider(opts: { users: Record<string, OidcUser>;
     fail: async (f) => void (await call('POST', '/__test/fail', f ?? {})),
     features: async (f) => void (await call('POST', '/__test/features', f)),
     stats: () => call('GET', '/__test/stats'),
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const gone = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGTERM');
-      const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
-      await gone;
-      clearTimeout(timer);
-    },
+    stop: () => stopChild(proc),
   };
 }
 

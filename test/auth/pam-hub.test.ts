@@ -5,11 +5,11 @@
 // together. A wrong password costs 1.5-4.5 s (pam_faildelay), so the slow refusals run side by side (at most four
 // at once: the PAM pool has four workers) and Hub.rpc_timeout is raised so that a queued PAM call is never late.
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { auditTrail, type AuditEvent } from '../spawner/helpers.js';
+import { makeUnixAccounts, removeUnixAccounts } from './unix-accounts.js';
 import { Browser, formLogin, whoami, type Page } from './helpers.js';
 
 const hex = () => randomBytes(3).toString('hex');
@@ -25,6 +25,7 @@ const locked = account([MEMBERS]);
 const expired = account([MEMBERS]);
 const lockee = account([MEMBERS]);
 const ACCOUNTS = [member, admin, outsider, locked, expired, lockee];
+const GROUPS = [MEMBERS, ADMINS];
 /** every password typed into the form in this file, right or wrong: none may reach a log or an audit event */
 const TYPED = new Set(ACCOUNTS.map((a) => a.password));
 const wrongPassword = () => {
@@ -48,22 +49,9 @@ let output = '';
 let nextAddress = 10;
 const browser = () => new Browser(`127.0.0.${nextAddress++}`);
 
-const run = (command: string, args: string[], input?: string) => execFileSync(command, args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
 
 test.before(async () => {
-  if (process.geteuid?.() !== 0) throw new Error('the pam hub tests need root: they create Unix accounts and PAM reads /etc/shadow');
-  for (const tool of ['useradd', 'usermod', 'userdel', 'groupadd', 'groupdel', 'chpasswd', 'chage']) {
-    try {
-      run('sh', ['-c', `command -v ${tool}`]);
-    } catch {
-      throw new Error(`${tool} is missing (Debian package "passwd")`);
-    }
-  }
-  for (const group of [MEMBERS, ADMINS]) run('groupadd', [group]);
-  for (const a of ACCOUNTS) run('useradd', ['-M', '-s', '/usr/sbin/nologin', ...(a.groups.length ? ['-G', a.groups.join(',')] : []), a.name]);
-  run('chpasswd', [], ACCOUNTS.map((a) => `${a.name}:${a.password}\n`).join(''));
-  run('usermod', ['-L', locked.name]);
-  run('chage', ['-E', '0', expired.name]);
+  makeUnixAccounts('the pam hub tests', { groups: GROUPS, accounts: ACCOUNTS, locked, expired });
 
   hub = await startHub({
     config: {
@@ -81,12 +69,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   await hub?.stop();
-  for (const a of ACCOUNTS) {
-    try { run('userdel', [a.name]); } catch { /* never made */ }
-  }
-  for (const group of [MEMBERS, ADMINS]) {
-    try { run('groupdel', [group]); } catch { /* never made */ }
-  }
+  removeUnixAccounts({ groups: GROUPS, accounts: ACCOUNTS });
 });
 
 /** The message the login page shows, unescaped; null when it shows none. */

@@ -3,11 +3,11 @@
 // 1.5-4.5 s, mostly near 3 (pam_faildelay delay=3000000 in /etc/pam.d/login, randomised by libpam), so the slow
 // cases run side by side.
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { validateConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/log.js';
 import { createPamAuthenticator, pamAuthenticator, PAM_POOL_LIMITS, type PamPoolLimits } from '../../services/auth/authenticators/pam.js';
+import { makeUnixAccounts, removeUnixAccounts } from './unix-accounts.js';
 import type { Authenticator, Verdict } from '../../services/auth/authenticators/contract.js';
 
 const log = createLogger('test-pam', 'silent');
@@ -23,32 +23,14 @@ const outsider = account();
 const locked = account();
 const expired = account();
 const ACCOUNTS = [member, admin, outsider, locked, expired];
-
-const run = (command: string, args: string[], input?: string) => execFileSync(command, args, { input, stdio: ['pipe', 'pipe', 'pipe'] });
+const GROUPS = [MEMBERS, ADMINS];
 
 test.before(() => {
-  if (process.geteuid?.() !== 0) throw new Error('the pam tests need root: they create Unix accounts and PAM reads /etc/shadow');
-  for (const tool of ['useradd', 'usermod', 'userdel', 'groupadd', 'groupdel', 'chpasswd', 'chage']) {
-    try {
-      run('sh', ['-c', `command -v ${tool}`]);
-    } catch {
-      throw new Error(`${tool} is missing (Debian package "passwd")`);
-    }
-  }
-  for (const group of [MEMBERS, ADMINS]) run('groupadd', [group]);
-  for (const a of ACCOUNTS) run('useradd', ['-M', '-s', '/usr/sbin/nologin', ...(a.groups.length ? ['-G', a.groups.join(',')] : []), a.name]);
-  run('chpasswd', [], ACCOUNTS.map((a) => `${a.name}:${a.password}\n`).join(''));
-  run('usermod', ['-L', locked.name]);
-  run('chage', ['-E', '0', expired.name]);
+  makeUnixAccounts('the pam tests', { groups: GROUPS, accounts: ACCOUNTS, locked, expired });
 });
 
 test.after.always(() => {
-  for (const a of ACCOUNTS) {
-    try { run('userdel', [a.name]); } catch { /* never made */ }
-  }
-  for (const group of [MEMBERS, ADMINS]) {
-    try { run('groupdel', [group]); } catch { /* never made */ }
-  }
+  removeUnixAccounts({ groups: GROUPS, accounts: ACCOUNTS });
 });
 
 function create(options: Record<string, unknown> = {}, limits?: PamPoolLimits): Authenticator {

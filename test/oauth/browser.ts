@@ -141,15 +141,7 @@ export async function startWhoami(o: { hubPort: number; port: number; token: str
   return Object.assign(child, { output: () => output });
 }
 
-/** Stops a child process and waits (bounded) for it to exit. */
-export async function stopChild(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  await exited;
-  clearTimeout(timer);
-}
+export { stopChild } from '../harness.js';
 
 /** The query parameters of a Location (relative or absolute). */
 export const paramsOf = (location: string | null) => new URL(location ?? '', 'http://x').searchParams;

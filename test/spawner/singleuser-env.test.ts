@@ -4,11 +4,10 @@
 // header on every answer). The 6.1.1 auth library itself (HubOAuth, from the bench's venv) reads the environment
 // a server got and identifies the server's token against the hub.
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { REPO, runCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { FIXTURE, serverRecord } from './helpers.js';
 
@@ -186,15 +185,7 @@ test.serial('singleuser env: jupyterhub 6.1.1\'s auth library reads the server\'
   const python = join(JUPYTERHUB_VENV, 'bin', 'python');
   if (!existsSync(join(JUPYTERHUB_VENV, '.installed'))) throw new Error(`no jupyterhub ${JUPYTERHUB_VERSION} venv at ${JUPYTERHUB_VENV}: run \`node scripts/setup.mjs --for-tests\``);
   const env = await startedEnv(compat, compatApi, 'dave');
-  const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const p = spawn(python, ['-c', CHECK], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env.jupyterhub } });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
-    p.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
-  });
+  const run = await runCommand(python, ['-c', CHECK], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', ...env.jupyterhub } });
   t.is(run.code, 0, run.stderr);
   const got = JSON.parse(run.stdout);
   t.is(got.library, JUPYTERHUB_VERSION);

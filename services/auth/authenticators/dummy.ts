@@ -1,12 +1,6 @@
 // `dummy`: any name logs in, with DummyAuthenticator.password when set ("" = any password). For demos and tests.
-import { timingSafeEqual } from 'node:crypto';
+import { macEquals } from '../../../shared/cookies.js';
 import type { AuthenticatorFactory } from './contract.js';
-
-const same = (a: string, b: string) => {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-};
 
 export const createDummyAuthenticator: AuthenticatorFactory = ({ config }) => ({
   offer: { form: true },
@@ -15,6 +9,6 @@ export const createDummyAuthenticator: AuthenticatorFactory = ({ config }) => ({
 
   async authenticate({ hubName, password }) {
     const want = config.DummyAuthenticator.password;
-    return want === '' || same(password, want) ? { ok: true, identity: { name: hubName } } : { ok: false, reason: 'invalid credentials' };
+    return want === '' || macEquals(password, want) ? { ok: true, identity: { name: hubName } } : { ok: false, reason: 'invalid credentials' };
   },
 });

@@ -2,17 +2,11 @@
 // workshop or a class where people need not be protected from each other: anyone with `user_password` logs in
 // as any name that is not an admin's; admins (Authenticator.admin_users) log in only with `admin_password`;
 // `password_groups` gives whoever logs in with one of its passwords those groups (with manage_groups).
-import { timingSafeEqual } from 'node:crypto';
+import { macEquals as same } from '../../../shared/cookies.js';
 import type { AuthenticatorFactory } from './contract.js';
 
 const USER_PASSWORD_MIN = 8;
 const ADMIN_PASSWORD_MIN = 32;
-
-const same = (a: string, b: string) => {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-};
 
 export const createSharedPasswordAuthenticator: AuthenticatorFactory = ({ config }) => {
   const S = config.SharedPasswordAuthenticator;
