@@ -93,9 +93,13 @@ export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[]
 
   const setup = firstAdminSetup(deps, kit);
 
+  /** What the authenticator offers never changes while the hub runs: asked once (again after a failed ask). */
+  let offered: { form: boolean; button: string } | null = null;
+  const loginOffer = async (info: RequestInfo) => (offered ??= await auth.loginOptions({}, callOf(info)));
+
   /** The sign-in page: the authenticator's form, its "Sign in with …" button, or both (as LoginOptions says). */
   async function loginForm(info: RequestInfo, reply: Reply, status: number, message = '', next = ''): Promise<void> {
-    const offer = await auth.loginOptions({}, callOf(info));
+    const offer = await loginOffer(info);
     const xsrf = web.anonymousXsrf(info);
     const done = new URLSearchParams(info.query).get('setup') === 'done' ? '<p class="notice" id="setup-done">The admin is set up: sign in with the name and password you chose.</p>' : '';
     const nextQuery = next ? `?next=${encodeURIComponent(next)}` : '';
