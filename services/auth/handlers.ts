@@ -329,14 +329,15 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
  * At a login: the user exists afterwards (created at first login); `admin`, when the authenticator or
  * admin_users says, is set (undefined leaves it as it is: an admin made through the API stays one).
  */
-export function userEnsurer(h: Pick<ReturnType<typeof createAuthHandlers>, 'getUsers' | 'createUser' | 'updateUser'>) {
+export function userEnsurer(store: Pick<AuthStore, 'getUser'>, h: Pick<ReturnType<typeof createAuthHandlers>, 'createUser' | 'updateUser'>) {
   return async (name: string, admin: boolean | undefined): Promise<void> => {
-    const existing = (await h.getUsers({ names: [name] })).users[0];
+    // the row alone: a returning user's login needs no user model (groups, servers, roles)
+    const existing = await store.getUser(name);
     if (!existing) {
       // two first logins of one user at once: the second finds the user made by the first
       await h.createUser({ name, admin: admin ?? false, by: 'actor:auth (login)' }).catch((e: unknown) => {
         if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
       });
-    } else if (admin !== undefined && admin !== existing.admin) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
+    } else if (admin !== undefined && admin !== (existing.admin === 1)) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
   };
 }

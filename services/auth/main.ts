@@ -34,7 +34,7 @@ await runActor('auth', async (ctx) => {
     usernameMap: ctx.config.Authenticator.username_map,
   });
 
-  const ensureUser = userEnsurer(h);
+  const ensureUser = userEnsurer(store, h);
   const authenticator = await loadAuthenticator(ctx.config.Hub.authenticator_class, { config: ctx.config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
   // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
   let crypt: AuthStateCrypt | null = null;
