@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
-import { ConfigError, hubInternalUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
@@ -17,6 +17,7 @@ import { CRYPT_KEY_ENV, newToken, parseCryptKeys } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
 import { announceReady } from './shared/ready-line.js';
+import { useBaseUrl } from './shared/urls.js';
 import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -98,7 +99,7 @@ function lookupUser(name: string): { uid: number; gid: number } {
 
 /** A hub-managed service: its command, cwd and user, and the HUB_* environment the seed lists. */
 function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
-  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  const apiUrl = internalHubUrl(config, '/hub/api');
   const prefix = servicePrefix(svc.name);
   const access = JSON.stringify([`access:services!service=${svc.name}`]);
   const command = Array.isArray(svc.command) ? svc.command : ['/bin/sh', '-c', svc.command as string];
@@ -111,7 +112,7 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
     id: `service:${svc.name}`, command: command[0], args: command.slice(1), ipc: false, cwd: typeof svc.cwd === 'string' ? svc.cwd : undefined, ...ids,
     env: { ...baseEnv, ...withPrefixAliases({
       ...(svc.environment as Record<string, string> | undefined),
-      HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/',
+      HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: config.Hub.base_url,
       HUB_SERVICE_PREFIX: prefix, ...(svc.url ? { HUB_SERVICE_URL: svc.url } : {}),
       HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
@@ -131,6 +132,7 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 }
 
 async function start(config: HubConfig): Promise<void> {
+  useBaseUrl(config.Hub.base_url);
   const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format, config.Hub.node_name);
   const spawner = preflightSpawner(config, log);
   // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts

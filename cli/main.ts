@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type HubConfig } from '../shared/config.js';
 import { HubError } from '../shared/errors.js';
 import { commandOf, parseArgs, UsageError, type ArgSpec } from './args.js';
 import { CliError } from './hub.js';
+import { useBaseUrl } from '../shared/urls.js';
 
 export interface VerbInput {
   config: HubConfig;
@@ -95,6 +96,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     const { positional, flags, configArgs } = parseArgs(name, argv.slice(1), verb);
     const config = await loadConfig({ argv: configArgs });
+    useBaseUrl(config.Hub.base_url);
     return await (await verb.run())({ config, positional, flags });
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

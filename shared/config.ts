@@ -12,6 +12,7 @@ import { ACTORS as ALL_ACTORS } from './paths.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
 import { pushAll } from './lists.js';
+import { invalidBaseUrlReason, normaliseBaseUrl, underPrefix } from './urls.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
 
@@ -85,7 +86,8 @@ export const SCHEMA = {
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth', 'shared-password'] },
-    public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
+    base_url: { kind: 'string', default: '/', help: 'the path prefix the whole hub is served under, e.g. /jupyter/ (pages and API under /jupyter/hub/, servers under /jupyter/user/<name>/; other paths redirect into it)', check: (v: string) => { const why = invalidBaseUrlReason(v); return why ? [`Hub.base_url: ${JSON.stringify(v)}: ${why}`] : []; } },
+    public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org or https://example.org/jupyter/ (its path, if any, must be Hub.base_url; default http://<ip>:<port>)' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     shutdown_on_logout: { kind: 'boolean', default: false, help: 'logging out stops the person\'s running servers first' },
@@ -305,6 +307,9 @@ function crossChecks(c: HubConfig): string[] {
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
+  const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
+  if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);
+  else if (normaliseBaseUrl(publicPath) !== '/' && normaliseBaseUrl(publicPath) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.public_url: its path ${JSON.stringify(publicPath)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
@@ -623,6 +628,7 @@ export function validateConfig(raw: unknown): HubConfig {
   if (problems.length) throw new ConfigError(problems);
   const cross = crossChecks(out as unknown as HubConfig);
   if (cross.length) throw new ConfigError(cross);
+  out.Hub.base_url = normaliseBaseUrl(out.Hub.base_url as string);
   return deepFreeze(out) as unknown as HubConfig;
 }
 
@@ -720,9 +726,22 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 }
 
 /** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
-/** Where browsers reach the hub: Hub.public_url, else its own address (what providers send browsers back to). */
+/**
+ * Where browsers reach the hub, without a trailing slash and without Hub.base_url (its origin): Hub.public_url's
+ * origin, else its own address. Whole URLs are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
+ */
 export function hubPublicUrl(config: HubConfig): string {
-  return config.Hub.public_url.replace(/\/+$/, '') || hubInternalUrl(config);
+  return config.Hub.public_url ? new URL(config.Hub.public_url).origin : hubInternalUrl(config);
+}
+
+/** A whole URL of the hub as browsers reach it: `publicHubUrl(config, '/hub/login')` → `https://example.org/jupyter/hub/login`. */
+export function publicHubUrl(config: HubConfig, path: string): string {
+  return hubPublicUrl(config) + underPrefix(config.Hub.base_url, path);
+}
+
+/** A whole URL of the hub as its own processes and servers reach it: `internalHubUrl(config, '/hub/api')`. */
+export function internalHubUrl(config: HubConfig, path: string): string {
+  return hubInternalUrl(config) + underPrefix(config.Hub.base_url, path);
 }
 
 export function hubInternalUrl(config: HubConfig): string {

@@ -6,7 +6,7 @@
 // judge it again. Passwords, codes and tokens never reach a log, an audit event or a message.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
-import { hubPublicUrl, type HubConfig } from '../../shared/config.js';
+import { publicHubUrl, type HubConfig } from '../../shared/config.js';
 import { errors } from '../../shared/errors.js';
 import { cap, type Logger } from '../../shared/log.js';
 import { HotHistogram, SLOW_BUCKETS, secondsSince } from '../../shared/metrics.js';
@@ -35,7 +35,7 @@ interface LoginState { allowed?: boolean; admin?: boolean; groups?: string[]; em
 const stateOf = (i: Identity): LoginState => ({ allowed: i.allowed, admin: i.admin, groups: i.groups, email: i.email, authState: i.authState });
 
 /** Where the backend sends browsers back. */
-export const callbackUrl = (config: HubConfig): string => `${hubPublicUrl(config)}/hub/oauth_callback`;
+export const callbackUrl = (config: HubConfig): string => publicHubUrl(config, '/hub/oauth_callback');
 
 export interface LoginDeps {
   config: HubConfig;

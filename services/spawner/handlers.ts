@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
-import { hubInternalUrl, hubPublicUrl, type HubConfig } from '../../shared/config.js';
+import { hubPublicUrl, internalHubUrl, publicHubUrl, type HubConfig } from '../../shared/config.js';
 import { outsideRequest } from '../../shared/context.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
@@ -162,7 +162,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn' && ours(r)).length));
   gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
   gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop' && ours(r)).length));
-  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  const apiUrl = internalHubUrl(config, '/hub/api');
   // Where browsers reach the hub, only when Hub.public_url says so (the established hub leaves the public URLs empty otherwise)
   const publicOrigin = config.Hub.public_url ? hubPublicUrl(config) : '';
   // The established hub's auth library marks its cookies Secure only when the request looks like https; the hub's own are
@@ -206,12 +206,12 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       // as the established hub passes them: bytes, and cores
       ...(limits.memBytes !== null ? { MEM_LIMIT: String(limits.memBytes) } : {}),
       ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
-      HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/', HUB_CLIENT_ID: clientId, HUB_USER: r.user,
+      HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: config.Hub.base_url, HUB_CLIENT_ID: clientId, HUB_USER: r.user,
       HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
       HUB_OAUTH_CALLBACK_URL: `${r.url}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
       // the public URLs of this server and of the hub ("" without Hub.public_url); HUB_HOST is for per-user subdomains, which this hub has not
-      HUB_PUBLIC_URL: publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && `${publicOrigin}/hub/`, HUB_HOST: '',
+      HUB_PUBLIC_URL: publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && publicHubUrl(config, '/hub/'), HUB_HOST: '',
       HUB_COOKIE_HOST_PREFIX_ENABLED: '0', ...cookieOptions,
       // what the single-user server reads of Spawner's options, set only when they are, as the established hub sets them
       ...(spawner.notebook_dir ? { HUB_ROOT_DIR: rootDir(spawner.notebook_dir) } : {}),
