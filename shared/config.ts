@@ -350,7 +350,7 @@ const SERVICE_KEYS: Record<string, Kind> = {
   oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list',
 };
 
-function checkServices(services: unknown[]): string[] {
+export function checkServices(services: unknown[]): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
   const tokens = new Map<string, string>();

@@ -19,7 +19,8 @@ export interface ReconcilerDeps {
   log: Logger;
   audit: AuditPublisher;
   hubTarget: string;
-  services: ServiceFacts[];
+  /** the services to route as they stand now (configured ones and those added at run time) */
+  services(): ServiceFacts[];
   /** the routes of running servers, from the server registry (gateways route them from the same registry) */
   serverRoutes(): Map<string, Route>;
   /** the table as it stands in the bucket at start */
@@ -78,7 +79,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     /** Compares what should exist with the table and makes the difference. */
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
       const start = performance.now();
-      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services), actual);
+      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services()), actual);
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
       reconcileDuration.observe([], secondsSince(start));
@@ -156,6 +157,8 @@ export function reconcilePeriodically(reconciler: Reconciler, intervalMs: number
   void run('start');
   return {
     soon: (reason: string) => at(1000, reason),
+    /** at once (a service added or removed: its route should follow the API's answer closely) */
+    now: (reason: string) => at(0, reason),
     stop(): void {
       stopped = true;
       clearTimeout(timer);

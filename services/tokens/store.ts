@@ -99,6 +99,11 @@ export class TokenStore {
     return this.db.all<TokenRow>('SELECT * FROM tokens WHERE source = ?', [source]);
   }
 
+  /** The owners of a kind that hold tokens of a source (runtime services' tokens, swept at start). */
+  async ownersOfSource(kind: string, source: string): Promise<string[]> {
+    return (await this.db.all<{ owner_name: string }>('SELECT DISTINCT owner_name FROM tokens WHERE owner_kind = ? AND source = ?', [kind, source])).map((r) => r.owner_name);
+  }
+
   async insert(t: NewToken): Promise<number> {
     const { lastID } = await this.db.run(
       `INSERT INTO tokens (prefix, hashed, owner_kind, owner_name, scopes, note, created, expires_at, session_id, oauth_client, source)

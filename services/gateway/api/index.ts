@@ -7,6 +7,7 @@ import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
 import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
+import { serviceRoutes } from './services.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
 import { shareRoutes } from './shares.js';
@@ -52,7 +53,7 @@ export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'token
 
 /** Every /hub/api route (the fuzz test drives each one it lists). */
 export function apiRoutes(deps: ApiDeps): Route[] {
-  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps)];
+  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps), ...serviceRoutes(deps)];
 }
 
 export function createApi(deps: ApiDeps) {

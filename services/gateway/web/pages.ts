@@ -61,11 +61,12 @@ export function createPageKit(deps: PageDeps) {
   const html = (reply: Reply, status: number, body: string, cookies: string[] = [], headers: Record<string, string> = {}) =>
     reply.send(status, body, { ...HTML, ...headers }, false, cookies);
 
-  const services = [...deps.services.values()].filter((s) => s.url && s.display !== false).map((s) => ({ name: s.name, href: servicePrefix(s.name) }));
-  /** What the top bar offers this person: the Services menu lists only services they may use. */
+  /** What the top bar offers this person: the Services menu lists only services they may use (services come and go at run time). */
   const nav = (id: Identity): Nav => ({
     user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'),
-    services: services.filter((s) => hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name })),
+    services: [...deps.services.values()]
+      .filter((s) => s.url && s.display !== false && hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name }))
+      .map((s) => ({ name: s.name, href: servicePrefix(s.name) })),
   });
 
   /** This request's URL as the browser asked it (Hub.base_url in front of the path the hub routes). */
