@@ -347,7 +347,7 @@ function checkHeaders(map: Record<string, string>): string[] {
 const SERVICE_KEYS: Record<string, Kind> = {
   name: 'string', admin: 'boolean', url: 'string', api_token: 'string', display: 'boolean', oauth_no_confirm: 'boolean',
   environment: 'string-map', user: 'string', cwd: 'string', info: 'object', oauth_client_id: 'string',
-  oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list',
+  oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list', timeout: 'integer',
 };
 
 export function checkServices(services: unknown[]): string[] {
@@ -383,6 +383,7 @@ export function checkServices(services: unknown[]): string[] {
       tokens.set(svc.api_token, name ?? where);
     }
     if (typeof svc.url === 'string' && !/^https?:\/\/[^/]+/.test(svc.url)) problems.push(`${label}.url: expected an http(s) URL`);
+    if (typeof svc.timeout === 'number' && svc.timeout < 1) problems.push(`${label}.timeout: seconds to wait for the service at start, at least 1`);
     if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
     if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
       problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
