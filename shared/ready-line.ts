@@ -37,10 +37,10 @@ const setupLines = (url: string, code: string) => [
 
 /**
  * Waits (bounded) for /hub/health, then prints the ready line and, when the auth actor opened a set-up,
- * its code; a code sent later (the auth actor restarted) is printed when it comes.
+ * its code; a code sent later (the auth actor restarted) is printed when it comes. True once healthy.
  */
 export async function announceReady(config: HubConfig, log: Logger, auth: SupervisedChild | undefined,
-  out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<void> {
+  out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<boolean> {
   const url = hubAddress(config);
   let code = '';
   let announced = false;
@@ -57,7 +57,7 @@ export async function announceReady(config: HubConfig, log: Logger, auth: Superv
   while (!(await healthy(health))) {
     if (Date.now() > deadline) {
       log.warn({ event: 'supervisor.not_ready', seconds: budgetMs / 1000 }, 'the hub did not become healthy: see the lines above');
-      return;
+      return false;
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
@@ -67,4 +67,5 @@ export async function announceReady(config: HubConfig, log: Logger, auth: Superv
   else if (config.Hub.authenticator_class === 'dummy') lines.push('Demo logins (DummyAuthenticator): any name signs in with the configured password.');
   code = '';
   out(lines.join('\n'));
+  return true;
 }

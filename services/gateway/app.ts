@@ -35,6 +35,7 @@ type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise
 
 /** The hub's stylesheet and page scripts, from memory; URLs carry a content version, so they may be cached long. */
 function serveStatic(info: RequestInfo, reply: Reply): void {
+  info.route = '/hub/static/*';
   const asset = STATIC_ASSETS.get(info.path.slice('/hub/static/'.length));
   if (!asset) throw errors.notFound(`No such file: ${cap(info.path, 100)}`);
   const headers = { 'Content-Type': asset.type, ETag: asset.etag, 'Cache-Control': 'public, max-age=86400' };

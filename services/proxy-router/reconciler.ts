@@ -4,7 +4,7 @@
 import type { KV } from 'nats';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { Logger } from '../../shared/log.js';
-import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
+import { gauge, HotCounter, HotHistogram, jupyterhubHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
 import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
 import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desired.js';
 
@@ -12,7 +12,12 @@ import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desi
 const WRITE_CONCURRENCY = 64;
 
 const routeChanges = new HotCounter('hub_proxy_route_changes_total', 'Changes to the routing table, by change (add, repoint, remove)', ['change']);
-const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS);
+// the established hub's families: its check_routes (the same measurement), and its proxy poll, which here is
+// reading the table and working out what differs (the table is this actor's own, in memory: no proxy to ask)
+const establishedCheckRoutes = jupyterhubHistogram('check_routes_duration_seconds', 'Full reconciliations of the routing table').child();
+const establishedPoll = jupyterhubHistogram('proxy_poll_duration_seconds', 'Reading the whole routing table to compare it with what should be routed').child();
+const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS,
+  { also: () => establishedCheckRoutes });
 
 export interface ReconcilerDeps {
   kv: KV;
@@ -80,6 +85,7 @@ export function createReconciler(deps: ReconcilerDeps) {
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
       const start = performance.now();
       const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services()), actual);
+      establishedPoll.observe(secondsSince(start));
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
       reconcileDuration.observe([], secondsSince(start));
