@@ -49,6 +49,22 @@ const VERBS: Record<string, Verb> = {
       "events until Ctrl-C; --type and --who take globs (`--who alice` also finds user:alice)"],
     run: async () => (await import('./audit.js')).audit,
   },
+  import: {
+    positional: [1, 1], flags: { db: 'value', 'dry-run': 'boolean' }, missing: 'what to import from ("jupyterhub")',
+    usage: 'import jupyterhub --db URL [--dry-run]',
+    help: ["bring the established hub's database over (a SQLite file or a postgresql:// URL): users, groups,",
+      'roles, API tokens (every token keeps working), named servers, shares, share codes, services, auth state',
+      '(with JUPYTERHUB_CRYPT_KEY); --dry-run prints what would change. The hub must be stopped'],
+    run: async () => (await import('./import-jupyterhub.js')).importVerb,
+  },
+  'import-config': {
+    positional: [1, 1], flags: { out: 'value', force: 'boolean', json: 'boolean' }, missing: 'the established hub\'s config file',
+    usage: 'import-config jupyterhub_config.py [--out hub-config.json] [--force] [--json]',
+    help: ["an established hub's (JupyterHub 6.1) config file made this hub's: loaded by its own loader,",
+      'written to --out (default hub-config.json, never over a file without --force) with a report of what was',
+      'carried, what was not and why, and the Python (hooks, classes) to port by hand, with lines; --json: as JSON'],
+    run: async () => (await import('./import-config.js')).importConfig,
+  },
   help: {
     positional: [0, 1], usage: 'help [COMMAND]',
     help: ["show this text, or one command's"],
