@@ -8,7 +8,8 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { invalidNameReason } from './names.js';
-import { ACTORS as ALL_ACTORS } from './paths.js';
+import { finishPendingImport } from './import-journal.js';
+import { ACTORS as ALL_ACTORS, importedConfigPath } from './paths.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
 import { pushAll } from './lists.js';
@@ -697,11 +698,36 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
   }
   if (problems.length) throw new ConfigError(problems);
   if (env.HUB_NATS_URL) (merged.Hub ??= {}).nats_url = env.HUB_NATS_URL;
-  const config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
+  let config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
   const dataDir = isAbsolute(config.Hub.data_dir) ? config.Hub.data_dir : resolve(cwd, config.Hub.data_dir);
+  // an import killed after its commit point is finished first: no process ever sees half of one
+  finishPendingImport(dataDir);
+  if (mergeImported(merged, importedConfigPath(dataDir))) config = validateConfig(merged) as typeof config;
   // the host name may not fit a node name (it is one for almost every host): then it is cut to fit
   const nodeName = config.Hub.node_name || hostname().replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63) || 'node';
   return deepFreeze({ ...config, Hub: { ...config.Hub, data_dir: dataDir, node_name: nodeName } }) as HubConfig;
+}
+
+/**
+ * `hub import jupyterhub` keeps the established hub's roles and services (configuration in both hubs) in the data
+ * dir: they join the operator's own, and a role or service the operator configured by the same name wins whole.
+ */
+function mergeImported(merged: Record<string, Record<string, unknown>>, path: string): boolean {
+  if (!existsSync(path)) return false;
+  let imported: { Hub?: { load_roles?: { name?: unknown }[]; services?: { name?: unknown }[] } };
+  try {
+    imported = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw new ConfigError([`${path}: not the JSON \`hub import jupyterhub\` writes (${(e as Error).message}); import again or remove it`]);
+  }
+  const hub = (merged.Hub ??= {});
+  for (const key of ['load_roles', 'services'] as const) {
+    const own = Array.isArray(hub[key]) ? (hub[key] as { name?: unknown }[]) : [];
+    const names = new Set(own.map((x) => x?.name));
+    const extra = (imported.Hub?.[key] ?? []).filter((x) => !names.has(x?.name));
+    if (extra.length) hub[key] = [...extra, ...own];
+  }
+  return true;
 }
 
 // ---- the resolved copy the supervisor hands to its children ------------------

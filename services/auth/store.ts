@@ -141,6 +141,55 @@ export class AuthStore {
     this.indexLoaded.catch(() => undefined);
   }
 
+  /**
+   * The established hub's users, groups, memberships and auth state (`hub import jupyterhub`), in one transaction
+   * on a store no actor has open (the import's copy). Users and groups are the same when their names are: a second
+   * import updates them (admin flag, created, activity moving forward only, properties; each imported group's
+   * members made exactly the established hub's), never adds them again. `auth_state` is sealed under this hub's key.
+   */
+  static async importJupyterhub(path: string, rows: {
+    users: { name: string; admin: boolean; created: string; last_activity: string | null; user_info: string | null }[];
+    groups: { name: string; properties: string; members: string[] }[];
+    authStates: { name: string; encrypted: string }[];
+  }): Promise<Record<string, { added: number; updated: number }>> {
+    const db = await Store.open(path, MIGRATIONS);
+    try {
+      return await db.transaction(async () => {
+        const users = JSON.stringify(rows.users);
+        const groups = JSON.stringify(rows.groups.map((g) => ({ name: g.name, properties: g.properties })));
+        const members = JSON.stringify(rows.groups.flatMap((g) => g.members.map((m) => [g.name, m])));
+        const J = (f: string) => `json_extract(j.value, '$.${f}')`;
+        const known = async (table: string, param: string) =>
+          (await db.get<{ n: number }>(`SELECT count(*) AS n FROM json_each(?) j WHERE ${J('name')} IN (SELECT name FROM ${table})`, [param]))!.n;
+        const usersKnown = await known('users', users);
+        await db.run(
+          `INSERT INTO users (name, admin, created, last_activity, user_info)
+           SELECT ${J('name')}, ${J('admin')}, ${J('created')}, ${J('last_activity')}, ${J('user_info')} FROM json_each(?) j WHERE true
+           ON CONFLICT (name) DO UPDATE SET admin = excluded.admin, created = excluded.created, user_info = coalesce(excluded.user_info, users.user_info),
+             last_activity = CASE WHEN users.last_activity IS NULL OR excluded.last_activity > users.last_activity THEN excluded.last_activity ELSE users.last_activity END`,
+          [users]);
+        const groupsKnown = await known('groups', groups);
+        await db.run(
+          `INSERT INTO groups (name, properties) SELECT ${J('name')}, ${J('properties')} FROM json_each(?) j WHERE true
+           ON CONFLICT (name) DO UPDATE SET properties = excluded.properties`, [groups]);
+        await db.run(`DELETE FROM group_members WHERE group_id IN (SELECT id FROM groups WHERE name IN (SELECT ${J('name')} FROM json_each(?) j))`, [groups]);
+        await db.run(
+          `INSERT OR IGNORE INTO group_members (group_id, user_id)
+           SELECT g.id, u.id FROM json_each(?) j JOIN groups g ON g.name = json_extract(j.value, '$[0]') JOIN users u ON u.name = json_extract(j.value, '$[1]')`,
+          [members]);
+        await db.run(
+          `INSERT INTO auth_states (user_id, encrypted) SELECT u.id, ${J('encrypted')} FROM json_each(?) j JOIN users u ON u.name = ${J('name')} WHERE true
+           ON CONFLICT (user_id) DO UPDATE SET encrypted = excluded.encrypted`, [JSON.stringify(rows.authStates)]);
+        return {
+          users: { added: rows.users.length - usersKnown, updated: usersKnown },
+          groups: { added: rows.groups.length - groupsKnown, updated: groupsKnown },
+        };
+      });
+    } finally {
+      await db.close();
+    }
+  }
+
   /** Opens the store at once; the user index loads behind it (`indexLoaded`). */
   static async open(path: string): Promise<AuthStore> {
     const db = await Store.open(path, MIGRATIONS);

@@ -664,6 +664,38 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: 'stopped' };
     },
 
+    /**
+     * At start, once after `hub import jupyterhub`: the established hub's named servers, as stopped records. One
+     * already here (an earlier import, or made since) is left running if it runs; a stopped one takes the imported
+     * options, display name and the later activity. Nothing is started.
+     */
+    async importServers(servers: { user: string; name: string; display_name: string | null; started: string | null; last_activity: string | null; user_options: Record<string, unknown> }[]) {
+      let added = 0;
+      let updated = 0;
+      for (const s of servers) {
+        if (invalidServerNameReason(s.name)) continue;
+        const r = registry.get(s.user, s.name);
+        const lastActivity = s.last_activity ?? '';
+        if (!r) {
+          await registry.save({
+            user: s.user, name: s.name, state: 'stopped', url: serverUrl(s.user, s.name), target: '', pid: 0,
+            spawner_class: config.Hub.spawner_class, spawner_state: {}, started: s.started ?? '', last_activity: lastActivity,
+            user_options: s.user_options, instance, node: config.Hub.node_name, token_id: '', progress: [],
+            ...(s.display_name ? { display_name: s.display_name } : {}),
+          });
+          added++;
+        } else if (!isActive(r)) {
+          await registry.save({
+            ...r, user_options: s.user_options, ...(s.display_name ? { display_name: s.display_name } : {}),
+            last_activity: lastActivity > r.last_activity ? lastActivity : r.last_activity,
+          });
+          updated++;
+        }
+      }
+      if (added || updated) void audit.publish('server', 'import', { who: 'cli:hub import jupyterhub', what: `${added} added, ${updated} updated`, outcome: 'ok' });
+      return { added, updated };
+    },
+
     /** PUT: a named server that exists, stopped, without starting it. */
     async createServer(req: { user: string; name: string; user_options_json: string; display_name: string; by: string }) {
       if (!req.name) throw errors.badRequest('Only named servers can be created');
