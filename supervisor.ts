@@ -6,6 +6,7 @@ import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
+import { waitForHttp } from './services/spawner/readiness.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
 import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { withPrefixAliases } from './shared/environment.js';
@@ -123,6 +124,36 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
   };
 }
 
+/**
+ * `timeout` of each service with a url (the established hub 6.0's, default 30 s): how long the hub waits at start for
+ * it to answer HTTP. A hub-managed one that does not (or keeps dying) stops the hub, as the established hub exits;
+ * an external one is a warning. Resolves null when all is well, else why the hub must stop.
+ */
+async function awaitServices(services: ServiceConfig[], children: SupervisedChild[], log: Logger): Promise<string | null> {
+  const signal = new AbortController().signal;
+  const checks = services.filter((s) => typeof s.url === 'string' && s.url.startsWith('http://')).map(async (svc) => {
+    const child = children.find((c) => c.spec.id === `service:${svc.name}`);
+    const timeout = typeof svc.timeout === 'number' ? svc.timeout : 30;
+    try {
+      await waitForHttp(svc.url!, {
+        timeoutMs: timeout * 1000, requestTimeoutMs: 2000, signal,
+        ended: () => (child?.failed ? 'it keeps exiting (restarted too often)' : null),
+      });
+      log.info({ event: 'service.reachable', service: svc.name, url: svc.url }, `service ${svc.name} answers at ${svc.url}`);
+      return null;
+    } catch (e) {
+      const why = `${(e as Error).message.replace(/^the server/, 'it')}`;
+      if (!child) {
+        log.warn({ event: 'service.unreachable', service: svc.name, url: svc.url, timeout }, `cannot connect to external service ${svc.name} at ${svc.url}: ${why}. Is it running?`);
+        return null;
+      }
+      log.fatal({ event: 'service.unreachable', service: svc.name, url: svc.url, timeout }, `hub-managed service ${svc.name} did not answer at ${svc.url}: ${why}; the hub stops (Hub.services timeout)`);
+      return `service ${svc.name} did not start`;
+    }
+  });
+  return (await Promise.all(checks)).find((why) => why !== null) ?? null;
+}
+
 function restartPolicy(config: HubConfig): RestartPolicy {
   const s = config.Supervisor;
   return {
@@ -237,12 +268,12 @@ async function start(config: HubConfig): Promise<void> {
   }
 
   let stopping: Promise<void> | undefined;
-  const stopAll = (signal: string) => (stopping ??= (async () => {
+  const stopAll = (signal: string, code = 0) => (stopping ??= (async () => {
     log.info({ event: 'supervisor.stopping', signal }, 'stopping the hub');
     for (const child of [...children].reverse()) await child.stop();
     rmSync(processesFile(dataDir), { force: true });
     log.info({ event: 'supervisor.stopped' }, 'hub stopped');
-    process.exit(0);
+    process.exit(code);
   })());
   process.on('SIGTERM', () => void stopAll('SIGTERM'));
   process.on('SIGINT', () => void stopAll('SIGINT'));
@@ -286,6 +317,8 @@ async function start(config: HubConfig): Promise<void> {
     await waitForPort(config.Hub.port, FRONT_DOOR_FIRST_MS, 'the gateway', host).catch(() => undefined);
   }
   for (const child of rest) if (!apiPath.includes(child)) child.start();
+  // (a stop meanwhile ends the process, and these waits with it)
+  void awaitServices(services, children, log).then((why) => (why && !stopping ? stopAll(why, 1) : undefined));
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}`, node: config.Hub.node_name,
     actors: config.Supervisor.actors, gateways: config.Supervisor.actors.includes('gateway') ? config.Supervisor.gateways : 0 }, 'hub starting');
 }
