@@ -65,14 +65,6 @@ const VERBS: Record<string, Verb> = {
       'carried, what was not and why, and the Python (hooks, classes) to port by hand, with lines; --json: as JSON'],
     run: async () => (await import('./import-config.js')).importConfig,
   },
-  import: {
-    positional: [1, 1], flags: { db: 'value', 'dry-run': 'boolean' }, missing: 'what to import from ("jupyterhub")',
-    usage: 'import jupyterhub --db URL [--dry-run]',
-    help: ["bring the established hub's database over (a SQLite file or a postgresql:// URL): users, groups,",
-      'roles, API tokens (every token keeps working), named servers, shares, share codes, services, auth state',
-      '(with JUPYTERHUB_CRYPT_KEY); --dry-run prints what would change. The hub must be stopped'],
-    run: async () => (await import('./import-jupyterhub.js')).importVerb,
-  },
   help: {
     positional: [0, 1], usage: 'help [COMMAND]',
     help: ["show this text, or one command's"],
