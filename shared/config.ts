@@ -92,6 +92,7 @@ export const SCHEMA = {
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     shutdown_on_logout: { kind: 'boolean', default: false, help: 'logging out stops the person\'s running servers first' },
+    allow_token_in_url: { kind: 'boolean', default: true, help: 'API requests may carry their token as ?token= (the seed\'s contract); false: only in the Authorization header, as the established hub 5.0+ reads it (a token in a URL ends up in logs, history and Referer headers)' },
     oauth_require_pkce: { kind: 'boolean', default: false, help: 'OAuth clients of the hub (servers, services) must send a PKCE code_challenge with each authorization request (the hub\'s own servers always do)' },
     token_expires_in_max_seconds: { kind: 'integer', default: 0, help: 'longest lifetime of an API token made through the API or the token page, in seconds (0 = no limit); a token asked without an expiry gets this one', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),

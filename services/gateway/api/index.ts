@@ -18,11 +18,11 @@ import { userRoutes } from './users.js';
 const AUTH_HEADER = /^(?:token|bearer)\s+(\S+)$/i;
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** `Authorization: token X`, `Authorization: bearer X`, or `?token=X`. */
-export function requestToken(info: RequestInfo, query: URLSearchParams): string | null {
+/** `Authorization: token X`, `Authorization: bearer X`, or `?token=X` (unless Hub.allow_token_in_url is false). */
+export function requestToken(info: RequestInfo, query: URLSearchParams, inUrl = true): string | null {
   const header = info.headers.authorization;
   if (header !== undefined) return AUTH_HEADER.exec(header.trim())?.[1] ?? null;
-  return query.get('token');
+  return inUrl ? query.get('token') : null;
 }
 
 /** `user:<name>` / `service:<name>` / `anonymous`: how audit events and logs name a requester. */
@@ -32,9 +32,10 @@ export const whoOf = (identity: Identity | null): string => (identity ? `${ident
  * Who a request comes from: a token (header or `?token=`), else the browser's login cookie, whose writes
  * must carry the session's XSRF token. Records who it is on the request (logs, audit).
  */
-export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'tokenUse'>) {
+export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'tokenUse' | 'config'>) {
+  const inUrl = deps.config.Hub.allow_token_in_url;
   return async function identify(info: RequestInfo, query = new URLSearchParams(info.query)): Promise<Identity | null> {
-    const token = requestToken(info, query);
+    const token = requestToken(info, query, inUrl);
     let identity: Identity | null;
     if (token) {
       identity = await deps.identities.resolve(token, info.requestId);
