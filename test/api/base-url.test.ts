@@ -3,9 +3,10 @@
 // all under the prefix; `/` and paths outside it redirect into it (never to another site). The 6.1.1 auth library
 // (HubOAuth, from the test venv) reads a server's environment and finds the hub under the prefix.
 import test from 'ava';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, REPO, runCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, REPO, runCommand, runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from './client.js';
 import { Browser, hiddenField, paramsOf, pathOf, WHOAMI } from '../oauth/browser.js';
 import { FIXTURE, serverRecord } from '../spawner/helpers.js';
@@ -66,6 +67,14 @@ async function signedIn(user: string, next = ''): Promise<{ b: Browser; answer: 
   if (form.status !== 200) throw new Error(`login page: ${form.status}`);
   const answer = await b.post(`/jupyter/hub/login${query}`, { _xsrf: hiddenField(form.body, '_xsrf'), username: user, password: PW, next });
   return { b, answer };
+}
+
+/** The data a page hands its script (the `data-page` attribute, HTML-escaped JSON). */
+function pageData(html: string): Record<string, unknown> {
+  const m = /data-page="([^"]*)"/.exec(html);
+  if (!m) throw new Error(`no data-page in ${html.slice(0, 200)}`);
+  const text = m[1].replace(/&#(\d+);/g, (_, c) => String.fromCharCode(Number(c))).replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  return JSON.parse(text);
 }
 
 async function running(user: string, name = ''): Promise<NonNullable<Awaited<ReturnType<typeof serverRecord>>>> {
@@ -152,6 +161,16 @@ test('base_url: login, its cookies and redirects, the pages\' links and logout a
   // and one that names another site is not followed
   const evil = await signedIn('alice', '//evil.example/');
   t.is(evil.answer.location, '/jupyter/hub/home');
+
+  // the pages whose scripts call the API get its path under the prefix
+  const tokens = await b.get('/jupyter/hub/token');
+  t.is(tokens.status, 200);
+  t.true(tokens.body.includes('/jupyter/hub/api/users/alice/tokens/'), 'the token page\'s API path');
+  t.regex(tokens.body, /<form method="post" action="\/jupyter\/hub\/token"/);
+  const { b: admin } = await signedIn('boss');
+  const adminPage = await admin.get('/jupyter/hub/admin');
+  t.is(adminPage.status, 200);
+  t.is(pageData(adminPage.body).api, '/jupyter/hub/api', 'the admin page\'s API path');
 
   const out = await b.get('/jupyter/hub/logout');
   t.is(out.status, 302);
@@ -263,4 +282,26 @@ test('base_url: a service is routed at /jupyter/services/<name>/ and its OAuth f
   t.is(paramsOf(hops[0].location).get('redirect_uri'), '/jupyter/services/whoami/oauth_callback');
   t.is(JSON.parse(hops.at(-1)!.body).name, 'alice');
   t.is(b.cookie('service-whoami')?.path, '/jupyter/services/whoami/');
+});
+
+test('base_url: a base_url that is not a plain path, or a public_url whose path is another, is a configuration error naming it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-base-url-'));
+  try {
+    const bad = await runHubCommand(['status', `--Hub.data_dir=${dir}`, '--Hub.base_url=/my hub/']);
+    t.is(bad.code, 2);
+    t.regex(bad.stderr, /Hub\.base_url: "\/my hub\/"/);
+    const dots = await runHubCommand(['status', `--Hub.data_dir=${dir}`, '--Hub.base_url=/a/../b/']);
+    t.is(dots.code, 2);
+    t.regex(dots.stderr, /Hub\.base_url/);
+    const other = await runHubCommand(['status', `--Hub.data_dir=${dir}`, '--Hub.base_url=/jupyter/', '--Hub.public_url=https://example.org/other/']);
+    t.is(other.code, 2);
+    t.regex(other.stderr, /Hub\.public_url: its path "\/other\/" must be Hub\.base_url \("\/jupyter\/"\)/);
+    // the origin alone, or the origin with the base, are both the hub's public URL
+    for (const publicUrl of ['https://example.org', 'https://example.org/jupyter']) {
+      const ok = await runHubCommand(['status', `--Hub.data_dir=${dir}`, '--Hub.base_url=/jupyter/', `--Hub.public_url=${publicUrl}`]);
+      t.not(ok.code, 2, `${publicUrl}: ${ok.stderr}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
