@@ -185,6 +185,7 @@ export const SCHEMA = {
     password_form: { kind: 'boolean', default: false, help: 'with an identity provider (oauth): the sign-in page also shows a name-and-password form for the hub\'s own passwords (set by an admin: `hub set-password`), e.g. for a break-glass admin; the allow options apply to it as to the provider\'s logins' },
     auto_login: { kind: 'boolean', default: false, help: 'the sign-in page sends the browser straight to the identity provider instead of showing its "Sign in with …" button' },
     manage_groups: { kind: 'boolean', default: false, help: 'hub groups follow what the authenticator says at each login and refresh (created when missing); group membership is then read-only in the API and the admin page' },
+    manage_roles: { kind: 'boolean', default: false, help: 'a user\'s roles follow what the authenticator says at each login and refresh (names of Hub.load_roles roles; oauth: OAuthenticator.claim_roles_key); Hub.load_roles may then not assign roles to users or groups' },
     enable_auth_state: { kind: 'boolean', default: false, help: 'keep what a login returns (tokens, user info, directory attributes) encrypted with HUB_CRYPT_KEY (32 bytes in hex; several, separated by ";", the first encrypting, to rotate); readable with admin:auth_state' },
     auth_state_environment: { kind: 'string-map', default: {}, help: 'environment variable -> auth state field (a dotted path, e.g. "access_token" or "user.email") given to each server at its start, refreshed first with refresh_pre_spawn; needs enable_auth_state', check: checkAuthStateEnvironment },
   },
@@ -244,6 +245,7 @@ export const SCHEMA = {
     allowed_users: { kind: 'string-list', default: [], help: 'who may log in through the provider (added to Authenticator.allowed_users)' },
     admin_users: { kind: 'string-list', default: [], help: 'provider users who are hub admins (added to Authenticator.admin_users)' },
     auth_state_groups_key: { kind: 'string', default: 'groups', help: 'the claim (a dotted path into the id_token claims and user info) that lists the person\'s groups' },
+    claim_roles_key: { kind: 'string', default: 'roles', help: 'with Authenticator.manage_roles: the claim (a dotted path, e.g. realm_access.roles) that lists the person\'s hub roles' },
     allowed_groups: { kind: 'string-list', default: [], help: 'provider groups whose members may log in' },
     admin_groups: { kind: 'string-list', default: [], help: 'provider groups whose members are hub admins' },
     logout_redirect_url: { kind: 'string', default: '', help: 'where the browser goes after the hub\'s logout ("" = the provider\'s end-session endpoint when it has one, else the login page)' },
@@ -306,6 +308,11 @@ function checkNatsUrls(v: string): string[] {
 function crossChecks(c: HubConfig): string[] {
   const h = c.Hub;
   const problems: string[] = [];
+  // the established hub 5.0's rule: roles the authenticator manages are not also given by the configuration
+  if (c.Authenticator.manage_roles) {
+    const assigning = (h.load_roles as { name?: string; users?: unknown[]; groups?: unknown[] }[]).filter((r) => r.users?.length || r.groups?.length).map((r) => r.name);
+    if (assigning.length) problems.push(`Hub.load_roles: with Authenticator.manage_roles, roles are not assigned to users or groups here (${assigning.join(', ')})`);
+  }
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);

@@ -44,7 +44,7 @@ await runActor('auth', async (ctx) => {
     crypt = new AuthStateCrypt(keys.keys);
   }
   const identity = createIdentity({
-    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo,
+    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
   });
   const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
   const prune = setInterval(() => void login.prune(), 600_000);

@@ -60,13 +60,15 @@ const MIGRATIONS = [
    DROP TABLE external_tokens;`,
   // what the authenticator says of the person to show (the established hub 6's user_info), JSON or NULL
   `ALTER TABLE users ADD COLUMN user_info TEXT;`,
+  // Authenticator.manage_roles: the role names the authenticator gave at the last login or refresh, JSON or NULL
+  `ALTER TABLE users ADD COLUMN managed_roles TEXT;`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
 /** A session's columns without the login's sealed state (read only where a refresh needs it). */
 const SESSION = 'id, user_name, created, refreshed, revoked';
 
-export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string; user_info: string | null }
+export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string; user_info: string | null; managed_roles: string | null }
 
 /**
  * A user row with its group names (JSON, in group id order) from one correlated subquery: a page of users is one
@@ -415,6 +417,11 @@ export class AuthStore {
   /** Whether it changed (a login that says the same again writes nothing). */
   async setUserInfo(name: string, json: string): Promise<boolean> {
     return (await this.db.run('UPDATE users SET user_info = ? WHERE name = ? AND user_info IS NOT ?', [json, name, json])).changes > 0;
+  }
+
+  /** Authenticator.manage_roles: true when the roles changed. */
+  async setManagedRoles(name: string, json: string): Promise<boolean> {
+    return (await this.db.run('UPDATE users SET managed_roles = ? WHERE name = ? AND managed_roles IS NOT ?', [json, name, json])).changes > 0;
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
