@@ -301,9 +301,12 @@ const TRANSFORMS: Record<string, Transform> = {
     } catch {
       return t.skip(`${JSON.stringify(v)} is not a URL`);
     }
-    if (t.other('JupyterHub', 'public_url') !== undefined) return t.note('fixed here: <Hub.public_url>/hub/oauth_callback');
+    const baseUrl = String(t.other('JupyterHub', 'base_url') ?? '/').replace(/^\/*/, '/').replace(/\/*$/, '/');
+    const fixed = `${url.origin}${baseUrl}hub/oauth_callback`;
+    if (url.pathname !== `${baseUrl}hub/oauth_callback`) t.note(`register ${fixed} with the provider: the callback is fixed here`);
+    if (t.other('JupyterHub', 'public_url') !== undefined) return t.note('the callback is fixed here, under Hub.public_url');
     t.set('Hub.public_url', url.origin);
-    t.note('the callback is fixed here at <Hub.public_url>/hub/oauth_callback: Hub.public_url set to its origin');
+    t.note('the callback is fixed here, under Hub.public_url: set to its origin');
   },
   'OAuthenticator.basic_auth': (v, t) => t.set('OAuthenticator.token_endpoint_auth_method', v ? 'client_secret_basic' : 'client_secret_post'),
   'LDAPAuthenticator.bind_dn_template': (v, t) => t.set('LDAPAuthenticator.bind_dn_template', typeof v === 'string' ? [v] : v),
@@ -364,6 +367,9 @@ const DEFAULTS: Default[] = [
 
 // ---- the mapping ---------------------------------------------------------------------------------------------
 
+/** The options whose values change form on the way (TRANSFORMS' keys), for the test that holds them to COMPATIBILITY.md. */
+export const TRANSFORMED_OPTIONS = () => Object.keys(TRANSFORMS);
+
 /** Leading `Section.option` names of a ≈ row's note that are options of this hub: the row's targets, in order. */
 function targetsOf(row: OptionRow): string[] {
   const lead = /^(?:`[A-Za-z]+\.[a-z_]+`(?:[,;]? (?:and )?)?)+/.exec(row.note)?.[0] ?? '';
@@ -372,6 +378,23 @@ function targetsOf(row: OptionRow): string[] {
 
 /** This hub's section for an established class's options (JupyterHub's live in Hub). */
 const ourSection = (cls: string) => (cls === 'JupyterHub' || cls === 'Application' ? 'Hub' : cls);
+
+export type Plan = { how: 'transform' } | { how: 'copy' | 'rename' | 'same name'; target: string } | { how: 'not carried'; why: string };
+
+/** What becomes of a COMPATIBILITY.md row's option: the one decision per option, read by the importer and its test. */
+export function planFor(row: OptionRow): Plan {
+  if (row.mark === '✗') return { how: 'not carried', why: row.note };
+  if (TRANSFORMS[row.key]) return { how: 'transform' };
+  const [cls, option] = row.key.split('.');
+  const sameName = `${ourSection(cls)}.${option}`;
+  if (row.mark === '✓') return { how: 'copy', target: sameName };
+  const targets = targetsOf(row);
+  // one target per option of the row, in order ("`a`, `b` | ≈ | `Hub.a`, `Hub.b`"), or the row's only one
+  const target = targets.length === row.row.length ? targets[row.row.indexOf(row.key)] : targets.length === 1 && row.row.length === 1 ? targets[0] : undefined;
+  if (target) return { how: 'rename', target };
+  if (schemaSpec(sameName)) return { how: 'same name', target: sameName };
+  return { how: 'not carried', why: `supported another way: ${row.note}` };
+}
 
 export function mapConfig(loaded: Loaded, compat: Compatibility = compatibility()): { config: HubConfigInput; report: ImportReport } {
   const report: ImportReport = { source: loaded.file, mapped: [], defaults: [], unmapped: [], notes: [], callables: [] };
@@ -472,17 +495,13 @@ export function mapConfig(loaded: Loaded, compat: Compatibility = compatibility(
         spawner: spawner.backend,
         authenticator: authenticator.backend,
       };
-      const transform = TRANSFORMS[row.key];
-      if (transform) transform(data, tools);
+      const plan = planFor(row);
+      if (plan.how === 'transform') TRANSFORMS[row.key](data, tools);
+      else if (plan.how === 'not carried') skipped = plan.why;
+      else if (!schemaSpec(plan.target)) skipped = `COMPATIBILITY.md names ${plan.target}, which this hub does not have`;
       else {
-        const targets = row.mark === '✓' ? [`${ourSection(row.key.split('.')[0])}.${option}`] : targetsOf(row);
-        const sameName = `${ourSection(row.key.split('.')[0])}.${option}`;
-        const target = targets.length === row.row.length ? targets[row.row.indexOf(row.key)]
-          : targets.length === 1 && row.row.length === 1 ? targets[0]
-            : schemaSpec(sameName) ? sameName : undefined;
-        if (target && schemaSpec(target)) tools.set(target, data);
-        else skipped = `supported another way: ${row.note}`;
-        if (target && row.mark === '≈' && row.note && !row.note.startsWith('`')) notes.push(row.note);
+        tools.set(plan.target, data);
+        if (plan.how === 'same name' && row.note) notes.push(row.note); // ≈ under the same name: how it differs
       }
       if (skipped !== undefined && !to.length) report.unmapped.push({ option: from, line, why: skipped });
       else report.mapped.push({ option: from, line, to, ...(notes.length || skipped ? { note: [...notes, ...(skipped ? [skipped] : [])].join('; ') } : {}) });

@@ -144,8 +144,6 @@ def describe_class(cls, config_file):
     defined = None
     own = []
     for name, member in vars(cls).items():
-        if name.startswith("__") and name.endswith("__"):
-            continue
         inner = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
         inner = inner.fget if isinstance(inner, property) else inner
         at = where(inner) if callable(inner) else None
