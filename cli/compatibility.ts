@@ -90,7 +90,9 @@ export function parseCompatibility(text: string): Compatibility {
     }
     if (NOT_OPTIONS.test(heading)) continue;
     const names = optionNames(row[0], tableClass);
-    for (const key of names) if (!options.has(key)) options.set(key, { key, mark, note: row[2], row: names });
+    // "deprecated: `a`, `b` | ✗ | unknown options here": the row's first words are part of the reason
+    const note = /^deprecated:/.test(row[0]) && !/deprecated/.test(row[2]) ? `deprecated there; ${row[2]}` : row[2];
+    for (const key of names) if (!options.has(key)) options.set(key, { key, mark, note, row: names });
   }
   return { options, classes };
 }
