@@ -60,9 +60,9 @@ const VERBS: Record<string, Verb> = {
   'import-config': {
     positional: [1, 1], flags: { out: 'value', force: 'boolean', json: 'boolean' }, missing: 'the established hub\'s config file',
     usage: 'import-config jupyterhub_config.py [--out hub-config.json] [--force] [--json]',
-    help: ["an established hub's (JupyterHub 6.1) config file made this hub's: loaded by its own loader,",
-      'written to --out (default hub-config.json, never over a file without --force) with a report of what was',
-      'carried, what was not and why, and the Python (hooks, classes) to port by hand, with lines; --json: as JSON'],
+    help: ["an established hub's (JupyterHub 6.1) config file made this hub's, loaded by its own loader;",
+      'written to --out (default hub-config.json; over an existing file only with --force), with a report:',
+      'what was carried, what was not and why, the Python to port by hand with its lines (--json: as JSON)'],
     run: async () => (await import('./import-config.js')).importConfig,
   },
   help: {
