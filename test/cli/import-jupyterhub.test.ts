@@ -6,7 +6,7 @@
 // BY_DESIGN below. Also: --dry-run changes nothing, a second import duplicates nothing, an unknown schema revision
 // is refused naming it, a running hub is refused, and an import killed after its commit point is finished by the
 // next start.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createServer, type Server } from 'node:http';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,7 @@ import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { startJupyterHub } from '../bench/jupyterhub.js';
 import { hashSecret } from '../../shared/secrets.js';
 import { makeJupyterhubDb, makeJupyterhubSchema } from './jupyterhub-fixture.js';
+import { startPostgres } from '../postgres.js';
 
 const VENV_PYTHON = join(REPO, '.cache', 'jupyter-6.1', 'bin', 'python');
 const ADMIN_TOKEN = randomToken();
@@ -185,10 +186,11 @@ test.before(async () => {
 });
 test.after.always(() => listener?.close());
 
-test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', async (t) => {
+/** The established hub on `dbUrl` (its own SQLite file when none), populated, stopped, imported from `importDb`, compared. */
+async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: string; importDb?: string } = {}) {
   const jh = await startJupyterHub({
     python: VENV_PYTHON, apiTokens: { [ADMIN_TOKEN]: 'admin' }, adminUsers: ['admin'], extraConfig: jupyterhubConfig(serverPort),
-    env: { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY },
+    env: { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY }, dbUrl,
   });
   let before: { status: number; body: unknown }[];
   let questions: Question[];
@@ -201,7 +203,7 @@ test.serial('import: the same token strings get the same answers from this hub a
   } finally {
     await jh.stop({ keepDir: true });
   }
-  const dbFile = join(jh.dir, 'jupyterhub.sqlite');
+  const dbFile = importDb ?? join(jh.dir, 'jupyterhub.sqlite');
   const dataDir = mkdtempSync(join(tmpdir(), 'hub-import-'));
   try {
     const env = { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY, HUB_CRYPT_KEY: OUR_CRYPT_KEY };
@@ -230,6 +232,19 @@ test.serial('import: the same token strings get the same answers from this hub a
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(jh.dir, { recursive: true, force: true });
+  }
+}
+
+test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', (t) => sameAnswers(t));
+
+test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (PostgreSQL)', async (t) => {
+  const pg = await startPostgres();
+  try {
+    await pg.createDatabase('jupyterhub');
+    // the established hub names its driver (psycopg2); the import takes either spelling
+    await sameAnswers(t, { dbUrl: pg.url('jupyterhub').replace('postgresql://', 'postgresql+psycopg2://'), importDb: pg.url('jupyterhub') });
+  } finally {
+    await pg.stop();
   }
 });
 
