@@ -20,6 +20,7 @@ import { servicePrefix } from './shared/servers.js';
 import { announceReady } from './shared/ready-line.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
+import { certificateProblems } from './shared/tls.js';
 import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -169,7 +170,9 @@ async function start(config: HubConfig): Promise<void> {
   const spawner = preflightSpawner(config, log);
   // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts
   const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
-  if (spawner.problems.length || authProblems.length) throw new ConfigError([...spawner.problems, ...authProblems]);
+  // the front door's certificate files (Hub.ssl_cert/ssl_key): readable, parsed, the key the certificate's
+  const tlsProblems = config.Supervisor.actors.includes('gateway') ? certificateProblems(config) : [];
+  if (spawner.problems.length || authProblems.length || tlsProblems.length) throw new ConfigError([...spawner.problems, ...authProblems, ...tlsProblems]);
   for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
@@ -207,7 +210,8 @@ async function start(config: HubConfig): Promise<void> {
     renameSync(tmp, processesFile(dataDir));
   };
   // Children get what they need to run, not the supervisor's whole environment.
-  const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV,
+    NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS }; // a CA of one's own (an ACME CA's directory, an https target)
   // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
   const metricsProblems = metricsEnvProblems(process.env);
   if (metricsProblems.length) throw new ConfigError(metricsProblems);

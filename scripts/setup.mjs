@@ -137,6 +137,17 @@ function installSlapdForTests() {
 }
 
 /**
+ * The automatic-certificate tests run Debian's pebble, the ACME test CA, on 127.0.0.1 (test/tls/pebble.ts). Only for
+ * tests; a hub with Hub.letsencrypt_domains talks to Hub.acme_directory_url (Let's Encrypt by default).
+ */
+function installPebbleForTests() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/bin/pebble')) return;
+  if (!canApt()) fail('the ACME tests need pebble: run `sudo apt-get install -y pebble`');
+  console.error('hub setup: installing pebble (the ACME test CA) for the tests (apt-get)');
+  if (!aptInstall(['pebble'])) fail('`apt-get install -y pebble` failed: install it by hand');
+}
+
+/**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
  * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
  * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
@@ -272,5 +283,6 @@ installJupyterLabForTests();
 installPodmanForTests();
 installSlurmForTests();
 installSlapdForTests();
+installPebbleForTests();
 installJupyterHubForBench();
 build();

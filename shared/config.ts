@@ -96,6 +96,13 @@ export const SCHEMA = {
     oauth_require_pkce: { kind: 'boolean', default: false, help: 'OAuth clients of the hub (servers, services) must send a PKCE code_challenge with each authorization request (the hub\'s own servers always do)' },
     token_expires_in_max_seconds: { kind: 'integer', default: 0, help: 'longest lifetime of an API token made through the API or the token page, in seconds (0 = no limit); a token asked without an expiry gets this one', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
+    ssl_cert: { kind: 'string', default: '', help: 'PEM certificate file (the certificate first, then its chain) that makes Hub.port speak HTTPS; a new file is picked up without a restart' },
+    ssl_key: { kind: 'string', default: '', help: 'PEM private key file of Hub.ssl_cert (unencrypted, readable by the hub only)' },
+    http_redirect_port: { kind: 'integer', default: 0, help: 'with HTTPS, a plain-HTTP port (on Hub.ip) that redirects to https:// and answers ACME HTTP-01 challenges, e.g. 80 (0 = none)', min: 0, max: 65535 },
+    hub_port: port(8081, 'with HTTPS on Hub.port, the plain-HTTP port on 127.0.0.1 where the hub\'s own processes and local servers reach its API (HUB_API_URL)'),
+    letsencrypt_email: { kind: 'string', default: '', help: 'contact address of the ACME account (automatic certificates, with Hub.letsencrypt_domains)' },
+    letsencrypt_domains: { kind: 'string-list', default: [], help: 'DNS names to obtain and renew a certificate for from the ACME CA (HTTP-01 on Hub.http_redirect_port), e.g. ["hub.example.org"]', check: (names: string[]) => names.filter((n) => !DOMAIN_RE.test(n)).map((n) => `Hub.letsencrypt_domains: ${JSON.stringify(n)} is not a DNS name (no wildcards: HTTP-01 cannot prove them)`) },
+    acme_directory_url: { kind: 'string', default: 'https://acme-v02.api.letsencrypt.org/directory', help: 'the ACME CA\'s directory (a CA of one\'s own: trust its root with NODE_EXTRA_CA_CERTS)', check: (v: string) => (/^https:\/\/[^/\s]+/.test(v) ? [] : [`Hub.acme_directory_url: ${JSON.stringify(v)} is not an https URL`]) },
     extra_headers: { kind: 'string-map', default: {}, help: 'HTTP headers added to (or replacing) those of every answer the hub gives itself, e.g. {"Content-Security-Policy": "... frame-ancestors \'self\' https://portal.example.org"}', check: checkHeaders },
   },
   Supervisor: {
@@ -285,6 +292,8 @@ function checkBatchScript(script: string): string[] {
 }
 
 const NODE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+/** A DNS name a certificate may be issued for (letters, digits, "-" and "." labels; no wildcard). */
+const DOMAIN_RE = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i;
 
 function checkActors(names: string[]): string[] {
   const unknown = names.filter((n) => !(ALL_ACTORS as readonly string[]).includes(n));
@@ -319,6 +328,16 @@ function crossChecks(c: HubConfig): string[] {
   const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
   if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);
   else if (normaliseBaseUrl(publicPath) !== '/' && normaliseBaseUrl(publicPath) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.public_url: its path ${JSON.stringify(publicPath)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
+  // HTTPS at the front door: files, or automatic (ACME), not both; the plain ports it adds differ from Hub.port
+  if (Boolean(h.ssl_cert) !== Boolean(h.ssl_key)) problems.push(h.ssl_cert ? 'Hub.ssl_key: needed with Hub.ssl_cert' : 'Hub.ssl_cert: needed with Hub.ssl_key');
+  if (h.ssl_cert && h.letsencrypt_domains.length) problems.push('Hub.letsencrypt_domains: not with Hub.ssl_cert (the certificate comes from the files or from the ACME CA, not both)');
+  if (h.letsencrypt_domains.length && !h.letsencrypt_email) problems.push('Hub.letsencrypt_email: needed with Hub.letsencrypt_domains (the ACME account\'s contact)');
+  if (h.letsencrypt_email && !h.letsencrypt_domains.length) problems.push('Hub.letsencrypt_domains: needed with Hub.letsencrypt_email (the names to certify)');
+  if (h.letsencrypt_domains.length && !h.http_redirect_port) problems.push('Hub.http_redirect_port: needed with Hub.letsencrypt_domains (HTTP-01 challenges arrive there: port 80 as the CA sees it)');
+  const tls = Boolean(h.ssl_cert || h.letsencrypt_domains.length);
+  if (h.http_redirect_port && !tls) problems.push('Hub.http_redirect_port: only with HTTPS (Hub.ssl_cert or Hub.letsencrypt_domains)');
+  if (h.http_redirect_port && h.http_redirect_port === h.port) problems.push('Hub.http_redirect_port: must differ from Hub.port');
+  if (tls && (h.hub_port === h.port || h.hub_port === h.http_redirect_port)) problems.push('Hub.hub_port: must differ from Hub.port and Hub.http_redirect_port');
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
@@ -766,8 +785,20 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
  * origin, else its own address. Whole URLs are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
  */
 export function hubPublicUrl(config: HubConfig): string {
-  return config.Hub.public_url ? new URL(config.Hub.public_url).origin : hubInternalUrl(config);
+  const h = config.Hub;
+  if (h.public_url) return new URL(h.public_url).origin;
+  if (!usesTls(config)) return hubInternalUrl(config);
+  // HTTPS by default when the front door speaks it: the certified name, else the address it listens on
+  const host = h.letsencrypt_domains[0] ?? listenHost(h.ip);
+  return `https://${host}${h.port === 443 ? '' : `:${h.port}`}`;
 }
+
+/** The front door speaks HTTPS (certificate files, or automatic from an ACME CA): see shared/tls.ts. */
+export function usesTls(config: HubConfig): boolean {
+  return Boolean(config.Hub.ssl_cert || config.Hub.letsencrypt_domains.length);
+}
+
+const listenHost = (ip: string) => (ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip);
 
 /** A whole URL of the hub as browsers reach it: `publicHubUrl(config, '/hub/login')` → `https://example.org/jupyter/hub/login`. */
 export function publicHubUrl(config: HubConfig, path: string): string {
@@ -780,7 +811,8 @@ export function internalHubUrl(config: HubConfig, path: string): string {
 }
 
 export function hubInternalUrl(config: HubConfig): string {
-  const ip = config.Hub.ip;
-  const host = ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip;
-  return `http://${host}:${config.Hub.port}`;
+  // with HTTPS on the public port, the hub's own processes and local servers use the plain loopback listener
+  // (a certificate for the public name would not verify for 127.0.0.1)
+  if (usesTls(config)) return `http://127.0.0.1:${config.Hub.hub_port}`;
+  return `http://${listenHost(config.Hub.ip)}:${config.Hub.port}`;
 }

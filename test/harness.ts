@@ -48,6 +48,8 @@ export function isAlive(pid: number): boolean {
 
 export interface HubUnderTest {
   url: string;
+  /** where the hub's own processes reach it: `url`, or with HTTPS the plain loopback Hub.hub_port */
+  internalUrl: string;
   port: number;
   natsPort: number;
   natsUrl: string;
@@ -64,20 +66,25 @@ export interface StartOptions {
   config?: Record<string, Record<string, unknown>>;
   healthTimeoutMs?: number;
   /** reuse the data dir (and ports) of a hub stopped with `stop({ keepDataDir: true })` */
-  reuse?: { dataDir: string; port: number; natsPort: number };
+  reuse?: { dataDir: string; port: number; natsPort: number; hubPort?: number };
   /** another checkout of the hub to run (a benchmark's baseline, test/bench/tools.ts baselineCheckout); default this one */
   repo?: string;
+  /** more environment for the supervisor (e.g. NODE_EXTRA_CA_CERTS) */
+  env?: NodeJS.ProcessEnv;
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {} }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
-  const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
+  // HTTPS at the front door (Hub.ssl_cert, Hub.letsencrypt_domains): health is asked on the plain loopback Hub.hub_port
+  const tls = Boolean(config.Hub?.ssl_cert || (config.Hub?.letsencrypt_domains as unknown[] | undefined)?.length);
+  const hubPort = tls ? (config.Hub?.hub_port as number | undefined) ?? reuse?.hubPort ?? await freePort() : undefined;
+  const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...(hubPort ? { hub_port: hubPort } : {}), ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
   const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, join(repo, 'dist', 'supervisor.js'), '--config', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN },
+    stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN, ...env },
   });
   let logText = '';
   const keep = (chunk: Buffer) => { logText = (logText + chunk.toString()).slice(-200_000); };
@@ -85,14 +92,15 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   proc.stderr!.on('data', keep);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const internalUrl = hubPort ? `http://127.0.0.1:${hubPort}` : url;
   const children = (): Record<string, number | null> => {
     const file = join(dataDir, 'run', 'processes.json');
     return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).children : {};
   };
   let seen: number[] = [];
   const hub: HubUnderTest = {
-    url, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
+    url, internalUrl, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
     async stop({ keepDataDir = false } = {}) {
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -108,7 +116,7 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   try {
     await waitFor('the hub to become healthy', async () => {
       if (proc.exitCode !== null) throw new Error(`supervisor exited with ${proc.exitCode}`);
-      const r = await fetch(`${url}/hub/health`);
+      const r = await fetch(`${internalUrl}/hub/health`);
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
       return r.status === 200 ? true : undefined;
     }, healthTimeoutMs);

@@ -1,6 +1,5 @@
 // Gateway actor: the only public listener. Wiring only; see app.ts for the routes.
-import uWS from 'uWebSockets.js';
-import { subjects } from '../../shared/subjects.js';
+import { consumedEntities, subjects } from '../../shared/subjects.js';
 import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
 
@@ -23,6 +22,10 @@ import { createWebSessions } from './web/sessions.js';
 import { UWS_BUILD } from './http.js';
 import { createActivityRecorder } from './proxy/activity.js';
 import { createProxy } from './proxy/index.js';
+import { useForwardedProto } from './proxy/headers.js';
+import { openFrontDoor } from './front-door.js';
+import { startAcme } from './acme.js';
+import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
@@ -31,6 +34,7 @@ const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || c
  * With `Supervisor.gateways` > 1 the supervisor numbers the gateways of a node (HUB_GATEWAY_INDEX, 1 for the
  * first): they share the port, so socket and metrics are told apart by `<port>-<index>` (the first keeps `<port>`).
  */
+const isFirstGateway = () => (Number(process.env.HUB_GATEWAY_INDEX) || 1) === 1;
 const replicaOf = (configured: number) => {
   const index = Number(process.env.HUB_GATEWAY_INDEX) || 1;
   return index > 1 ? `${portOf(configured)}-${index}` : String(portOf(configured));
@@ -53,7 +57,10 @@ await runActor('gateway', async (ctx) => {
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
   const web = createWebSessions(ctx.config, auth, tokens);
-  const events = ctx.nc.subscribe(subjects.allEvents, { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
+  // (each entity it consumes, and no more: its NATS user may read only those, shared/nats-auth.ts)
+  const events = consumedEntities('gateway').map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
+    callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }),
+  }));
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
   const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6);
   // configured services and, live, those added at run time (KV hub_services)
@@ -88,19 +95,24 @@ await runActor('gateway', async (ctx) => {
   // a scrape waits for every actor at most as long as /hub/health does
   const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);
   supervisorGauges(dataDir);
-  const app = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
-  const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
-    app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
-  ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);
+  const mount = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
+  const config = { ...ctx.config, Hub: { ...ctx.config.Hub, port } };
+  const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount);
+  useForwardedProto(frontDoor.scheme);
+  // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
+  const certificates = frontDoorCertificate(config)?.automatic && isFirstGateway() ? startAcme(ctx) : null;
   return {
-    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size) }),
-    stopIntake: () => uWS.us_listen_socket_close(listenSocket),
+    details: () => ({ uws: UWS_BUILD, listen: `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
+      ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
+    stopIntake: () => frontDoor.stopIntake(),
     close: () => {
+      certificates?.stop();
+      frontDoor.close();
       routes.stop();
       activity.stop();
       tokenUse.stop();
       proxy.close();
-      events.unsubscribe();
+      for (const sub of events) sub.unsubscribe();
       health.close();
       auth.close();
       tokens.close();
