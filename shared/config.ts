@@ -92,6 +92,8 @@ export const SCHEMA = {
     oauth_require_pkce: { kind: 'boolean', default: false, help: 'OAuth clients of the hub (servers, services) must send a PKCE code_challenge with each authorization request (the hub\'s own servers always do)' },
     token_expires_in_max_seconds: { kind: 'integer', default: 0, help: 'longest lifetime of an API token made through the API or the token page, in seconds (0 = no limit); a token asked without an expiry gets this one', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
+    oidc_issuer: { kind: 'string', default: '', help: 'the hub\'s OpenID Connect issuer, as relying parties see it (default <public_url>/hub); its discovery document is <issuer>/.well-known/openid-configuration', check: (v: string) => (v && !/^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) ? ['Hub.oidc_issuer: expected an http(s) URL without query or fragment'] : []) },
+    oauth_clients: { kind: 'list', default: [], help: 'OAuth / OpenID Connect clients that are not services (a dashboard, a file browser): {client_id, client_secret (none = public, PKCE required), redirect_uris, post_logout_redirect_uris, allowed_scopes, oauth_no_confirm, require_nonce, description}; who may sign in: access:services!service=<client_id>', check: checkOAuthClients },
     extra_headers: { kind: 'string-map', default: {}, help: 'HTTP headers added to (or replacing) those of every answer the hub gives itself, e.g. {"Content-Security-Policy": "... frame-ancestors \'self\' https://portal.example.org"}', check: checkHeaders },
   },
   Supervisor: {
@@ -305,6 +307,10 @@ function crossChecks(c: HubConfig): string[] {
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
+  const serviceNames = new Set(h.services.map((svc) => (svc as { name?: unknown }).name));
+  for (const client of h.oauth_clients as { client_id?: unknown }[]) {
+    if (serviceNames.has(client.client_id)) problems.push(`Hub.oauth_clients ${JSON.stringify(client.client_id)}: a service has this name (they would share access:services!service=${String(client.client_id)})`);
+  }
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
@@ -381,6 +387,51 @@ function checkServices(services: unknown[]): string[] {
     if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
     if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
       problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
+    }
+  });
+  return problems;
+}
+
+const OAUTH_CLIENT_KEYS: Record<string, Kind> = {
+  client_id: 'string', client_secret: 'string', redirect_uris: 'string-list', post_logout_redirect_uris: 'string-list',
+  allowed_scopes: 'string-list', oauth_no_confirm: 'boolean', require_nonce: 'boolean', description: 'string',
+};
+
+/** An absolute redirect URI as RFC 6749 §3.1.2 has it: http(s), no fragment. */
+const ABSOLUTE_URI = /^https?:\/\/[^/?#\s]+[^#\s]*$/;
+
+function checkOAuthClients(clients: unknown[]): string[] {
+  const problems: string[] = [];
+  const ids = new Set<string>();
+  clients.forEach((c, i) => {
+    const where = `Hub.oauth_clients[${i}]`;
+    if (!isObject(c)) return void problems.push(`${where}: expected an object`);
+    const id = typeof c.client_id === 'string' ? c.client_id : undefined;
+    const label = id ? `Hub.oauth_clients ${JSON.stringify(id)}` : where;
+    if (!id) problems.push(`${where}.client_id: required, a string`);
+    else {
+      // the client id names its access scope (access:services!service=<client_id>): the service name rule
+      pushAll(problems, nameProblem(`${label}.client_id`, id));
+      if (id.startsWith('service-') || id.startsWith('hub-user-')) problems.push(`${label}.client_id: "service-" and "hub-user-" name the hub's own clients`);
+      if (ids.has(id)) problems.push(`${label}: defined twice`);
+      ids.add(id);
+    }
+    for (const [key, value] of Object.entries(c)) {
+      const kind = OAUTH_CLIENT_KEYS[key];
+      if (!kind) problems.push(`${label}.${key}: unknown option`);
+      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
+    }
+    if (typeof c.client_secret === 'string' && c.client_secret.length < 16) problems.push(`${label}.client_secret: at least 16 characters (or none for a public client)`);
+    const uris = Array.isArray(c.redirect_uris) ? (c.redirect_uris as unknown[]) : [];
+    if (!uris.length) problems.push(`${label}.redirect_uris: at least one redirect URI`);
+    for (const key of ['redirect_uris', 'post_logout_redirect_uris']) {
+      for (const u of Array.isArray(c[key]) ? (c[key] as unknown[]) : []) {
+        if (typeof u === 'string' && !ABSOLUTE_URI.test(u)) problems.push(`${label}.${key}: ${JSON.stringify(u)} is not an absolute http(s) URI without a fragment`);
+      }
+    }
+    if (Array.isArray(c.allowed_scopes)) {
+      const v = validateScopes((c.allowed_scopes as unknown[]).filter((x): x is string => typeof x === 'string'));
+      if (!v.ok) problems.push(`${label}.allowed_scopes: ${JSON.stringify(v.bad)}: ${v.reason}`);
     }
   });
   return problems;
@@ -723,6 +774,11 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 /** Where browsers reach the hub: Hub.public_url, else its own address (what providers send browsers back to). */
 export function hubPublicUrl(config: HubConfig): string {
   return config.Hub.public_url.replace(/\/+$/, '') || hubInternalUrl(config);
+}
+
+/** The hub's OpenID Connect issuer: Hub.oidc_issuer, else where browsers reach the hub's /hub. */
+export function oidcIssuer(config: HubConfig): string {
+  return config.Hub.oidc_issuer.replace(/\/+$/, '') || `${hubPublicUrl(config)}/hub`;
 }
 
 export function hubInternalUrl(config: HubConfig): string {
