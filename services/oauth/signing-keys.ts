@@ -1,8 +1,10 @@
 // The keys the hub signs id_tokens with (ES256, jose): generated once into <data_dir>/oidc_signing_keys.json (0600,
-// like cookie_secret: a single-user server run as another account cannot read it), newest first, at most two. The
-// JWKS publishes both, so tokens signed before `hub rotate-oidc-key` still verify until they expire. Only the oauth
-// actor and the offline `hub rotate-oidc-key` touch the file; a change of the file (a rotation by another replica
-// or by the command line while no hub ran) is picked up at the next signing.
+// like cookie_secret: a single-user server run as another account cannot read it), newest first: the next key, the
+// current one (it signs), the previous one. The JWKS publishes all three: tokens signed before `hub rotate-oidc-key`
+// still verify until they expire, and the key a rotation makes current was published one rotation earlier, so a
+// relying party's cached JWKS already holds it (openid-client refetches an unknown kid only after 60 s). Only the
+// oauth actor and the offline `hub rotate-oidc-key` touch the file; a change of the file (a rotation by another
+// replica or by the command line while no hub ran) is picked up at the next use.
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -38,12 +40,12 @@ function readKeys(dataDir: string): KeyFile | null {
   return parsed;
 }
 
-/** A new current key; the old current one becomes the previous (published, no longer used to sign). */
+/** The published next key becomes the current one, the current one the previous; a new next key is made. */
 export async function rotateSigningKey(dataDir: string): Promise<{ kid: string; previous_kid: string }> {
-  const old = readKeys(dataDir)?.keys[0];
-  const fresh = await newKey();
-  writeKeys(dataDir, { keys: old ? [fresh, old] : [fresh] });
-  return { kid: fresh.kid, previous_kid: old?.kid ?? '' };
+  const [next, current] = readKeys(dataDir)?.keys ?? [];
+  const keys = [await newKey(), next ?? (await newKey()), ...(current ? [current] : [])];
+  writeKeys(dataDir, { keys });
+  return { kid: keys[1].kid, previous_kid: current?.kid ?? '' };
 }
 
 const publicOf = ({ d: _private, ...pub }: JWK, kid: string): JWK => ({ ...pub, kid, alg: SIGNING_ALG, use: 'sig' });
@@ -57,7 +59,7 @@ export class SigningKeys {
 
   /** The keys of the data dir, made at first use. */
   static async open(dataDir: string): Promise<SigningKeys> {
-    if (!existsSync(keysPath(dataDir))) writeKeys(dataDir, { keys: [await newKey()] });
+    if (!existsSync(keysPath(dataDir))) writeKeys(dataDir, { keys: [await newKey(), await newKey()] });
     const keys = new SigningKeys(dataDir);
     await keys.reload();
     return keys;
@@ -69,8 +71,8 @@ export class SigningKeys {
     if (mtimeMs === this.mtimeMs && this.current) return;
     const file = readKeys(this.dataDir);
     if (!file) throw new Error(`${keysPath(this.dataDir)} is gone`);
-    const [first] = file.keys;
-    this.current = { kid: first.kid, key: (await importJWK(first.jwk, SIGNING_ALG)) as CryptoKey };
+    const signing = file.keys[1] ?? file.keys[0];
+    this.current = { kid: signing.kid, key: (await importJWK(signing.jwk, SIGNING_ALG)) as CryptoKey };
     this.file = file;
     this.mtimeMs = mtimeMs;
   }
@@ -81,7 +83,7 @@ export class SigningKeys {
     return out;
   }
 
-  /** The public keys, current first. */
+  /** The public keys: next, current, previous. */
   async jwks(): Promise<{ keys: JWK[] }> {
     await this.reload();
     return { keys: this.file.keys.map((k) => publicOf(k.jwk, k.kid)) };
