@@ -85,6 +85,7 @@ export function oauthProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAc
       client = await oauth.getClient({ client_id: clientId }, callOf(info));
     } catch (e) {
       if ((e as HubError).status !== 404) throw e;
+      void deps.audit.publish('oauth_grant', 'denied', { who: info.who, what: cap(clientId, 100), outcome: 'denied', reason: 'unknown client', request: requestContext(info) });
       htmlPage(reply, 400, 'Invalid OAuth request', `<p>There is no OAuth client <code>${escapeHtml(cap(clientId, 100))}</code>.</p>`, id.owner.name);
       return null;
     }
