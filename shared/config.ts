@@ -351,6 +351,13 @@ const SERVICE_KEYS: Record<string, Kind> = {
   oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list',
 };
 
+/** One option of an entry in a list option (a service, an OAuth client): known, and of its kind. */
+function optionProblems(label: string, key: string, value: unknown, kinds: Record<string, Kind>): string[] {
+  const kind = kinds[key];
+  if (!kind) return [`${label}.${key}: unknown option`];
+  return fits({ kind, default: null, help: '' }, value) ? [] : [`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`];
+}
+
 function checkServices(services: unknown[]): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
@@ -373,9 +380,7 @@ function checkServices(services: unknown[]): string[] {
         }
         continue;
       }
-      const kind = SERVICE_KEYS[key];
-      if (!kind) problems.push(`${label}.${key}: unknown option`);
-      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
+      pushAll(problems, optionProblems(label, key, value, SERVICE_KEYS));
     }
     if (typeof svc.api_token === 'string') {
       if (svc.api_token.length <= 8) problems.push(`${label}.api_token: must be longer than 8 characters`);
@@ -416,11 +421,7 @@ function checkOAuthClients(clients: unknown[]): string[] {
       if (ids.has(id)) problems.push(`${label}: defined twice`);
       ids.add(id);
     }
-    for (const [key, value] of Object.entries(c)) {
-      const kind = OAUTH_CLIENT_KEYS[key];
-      if (!kind) problems.push(`${label}.${key}: unknown option`);
-      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
-    }
+    for (const [key, value] of Object.entries(c)) pushAll(problems, optionProblems(label, key, value, OAUTH_CLIENT_KEYS));
     if (typeof c.client_secret === 'string' && c.client_secret.length < 16) problems.push(`${label}.client_secret: at least 16 characters (or none for a public client)`);
     const uris = Array.isArray(c.redirect_uris) ? (c.redirect_uris as unknown[]) : [];
     if (!uris.length) problems.push(`${label}.redirect_uris: at least one redirect URI`);
