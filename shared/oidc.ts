@@ -1,6 +1,6 @@
 // The hub as OpenID Connect provider: the vocabulary the gateway (discovery, authorize, userinfo) and the oauth
 // actor (id_tokens, refresh tokens) share. OIDC scopes are not hub scopes: they choose claims, never permissions.
-import { hubPublicUrl, oidcIssuer, type HubConfig } from './config.js';
+import { oidcIssuer, publicHubUrl, type HubConfig } from './config.js';
 
 /** `openid` makes a grant an OpenID Connect one; `offline_access` adds a refresh token. */
 export const OIDC_SCOPES: readonly string[] = Object.freeze(['openid', 'profile', 'email', 'groups', 'offline_access']);
@@ -22,7 +22,7 @@ export const OIDC_SCOPE_TEXT: Readonly<Record<string, string>> = Object.freeze({
 
 /** The provider's endpoints, where browsers and relying parties reach them (the issuer may be named otherwise). */
 export function oidcEndpoints(config: HubConfig) {
-  const api = `${hubPublicUrl(config)}/hub/api/oauth2`;
+  const api = publicHubUrl(config, '/hub/api/oauth2');
   return {
     issuer: oidcIssuer(config),
     authorization_endpoint: `${api}/authorize`,

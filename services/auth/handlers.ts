@@ -9,7 +9,7 @@ import type { AuthStore, GroupRow, UserRow } from './store.js';
 import { parseSort } from '../../shared/lists.js';
 import { collectAfterBurst } from '../../shared/idle-gc.js';
 
-export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json: string }
+export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json: string; managed_roles: string[] }
 export interface GroupModel { name: string; users: string[]; properties_json: string; member_count: number; more_members_after: number }
 
 /** A group model lists at most this many members; a bigger group's others are read a page at a time (GroupMembers). */
@@ -61,7 +61,8 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function userModels(rows: UserRow[]): Promise<UserModel[]> {
-    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity), user_info_json: r.user_info ?? '' }));
+    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity), user_info_json: r.user_info ?? '',
+      managed_roles: r.managed_roles ? JSON.parse(r.managed_roles) as string[] : [] }));
   }
 
   async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {
@@ -306,6 +307,17 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
         announceGroup('updated', g, [name]);
         void audit.publish('group', 'remove_members', { who: by, what: g, outcome: 'ok', users: [name] });
       }
+    },
+
+    /**
+     * Authenticator.manage_roles: the user's roles become exactly `roles` (names the authenticator gave at a login or
+     * refresh). A change is an event (the tokens actor recomputes the user's scopes, gateways forget the user) and an audit line.
+     */
+    async setUserRoles(name: string, roles: string[], by: string): Promise<void> {
+      const sorted = [...new Set(roles)].sort();
+      if (!(await store.transaction(() => store.setManagedRoles(name, JSON.stringify(sorted))))) return;
+      announce('user', 'updated', { name });
+      void audit.publish('user', 'set_roles', { who: by, what: name, outcome: 'ok', roles: sorted });
     },
 
     /** What the authenticator says of the person to show (user_info), kept when it changes; gateways hear of it. */

@@ -2,6 +2,7 @@
 import { actorClient, runActor, type ActorContext } from '../../shared/actor.js';
 import { storePath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
+import { mirrorRuntimeServices } from '../../shared/runtime-services.js';
 import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
 import { decodeJson } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
@@ -26,7 +27,7 @@ await runActor('oauth', async (ctx) => {
     },
   });
 
-  await h.syncServiceClients(configuredServices(ctx.config));
+  await h.syncServiceClients(configuredServices(ctx.config), await runtimeServiceNames(ctx));
   await h.syncToolClients(ctx.config.Hub.oauth_clients as Record<string, unknown>[]);
   await h.pruneServerClients(await liveServerClients(ctx));
   await h.purgeCodes();
@@ -35,7 +36,7 @@ await runActor('oauth', async (ctx) => {
 
   return {
     grpc: {
-      RegisterServerClient: h.registerServerClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
+      RegisterServerClient: h.registerServerClient, RegisterServiceClient: h.registerServiceClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
       IssueCode: h.issueCode, ExchangeCode: h.exchangeCode,
       Refresh: h.refresh, Jwks: oidc.jwks, UserInfo: oidc.userInfo, CheckEndSession: h.checkEndSession, RotateSigningKey: oidc.rotateSigningKey,
     },
@@ -54,4 +55,11 @@ async function liveServerClients(ctx: ActorContext): Promise<Set<string>> {
   const registry = await mirrorServers(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
   registry.stop();
   return new Set([...registry.values()].filter(isActive).map((r) => serverClientId(r.user, r.name)));
+}
+
+/** Names of the services added at run time (KV `hub_services`), read once: their clients are theirs, not stale. */
+async function runtimeServiceNames(ctx: ActorContext): Promise<Set<string>> {
+  const runtime = await mirrorRuntimeServices(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
+  runtime.stop();
+  return new Set([...runtime.values()].map((s) => s.name));
 }

@@ -3,6 +3,7 @@
 // that the owner and the server exist, that the requester may name the person or group shared with, and
 // shapes the answers. Each write forgets the affected grantees here at once; other gateways hear owner.changed.
 import type { Reply as ActorReply } from '../../../shared/contracts/index.js';
+import { hubPublicUrl } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope, type Resource } from '../../../shared/scopes.js';
 import { serverUrl } from '../../../shared/servers.js';
@@ -17,7 +18,7 @@ type ShareCode = ActorReply<'tokens', 'PeekShareCode'>;
 /** The server part of share and share-code models: where it is, whose it is, whether it runs. */
 export function sharedServerModel(deps: ApiDeps, owner: string, name: string) {
   const url = serverUrl(owner, name);
-  const publicUrl = deps.config.Hub.public_url.replace(/\/+$/, '');
+  const publicUrl = deps.config.Hub.public_url && hubPublicUrl(deps.config); // its origin: `url` has the base
   return { user: { name: owner }, name, url, full_url: publicUrl ? `${publicUrl}${url}` : null, ready: deps.servers.get(owner, name)?.state === 'running' };
 }
 
@@ -250,7 +251,7 @@ export function shareRoutes(deps: ApiDeps): Route[] {
           expires_in: expiresIn, requester_scopes: [...req.held], by: req.who,
         });
         const acceptUrl = acceptShareUrl(r.code);
-        const publicUrl = config.Hub.public_url.replace(/\/+$/, '');
+        const publicUrl = config.Hub.public_url && hubPublicUrl(config);
         req.reply.json(200, {
           ...shareCodeModel(deps, r.model!), code: r.code, accept_url: acceptUrl, full_accept_url: publicUrl ? `${publicUrl}${acceptUrl}` : null,
         });

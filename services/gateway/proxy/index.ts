@@ -1,11 +1,13 @@
-// The gateway's proxy: every path outside /hub is looked up in the routing table and forwarded to its
-// route's target; /user/<name>/… with no route goes to the hub's page for that server. Nothing is
-// ever forwarded for a path without a route, and nowhere but to a route's registered target.
+// The gateway's proxy: every path outside the hub's own (<base_url>hub/) is looked up in the routing table
+// and forwarded to its route's target; <base_url>user/<name>/… with no route goes to the hub's page for that
+// server. Routes carry whole paths (Hub.base_url included), so a request is matched and forwarded as it came.
+// Nothing is ever forwarded for a path without a route, and nowhere but to a route's registered target.
 import type uWS from 'uWebSockets.js';
 import { errors } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
 import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
+import { baseUrl, hubUrl } from '../../../shared/urls.js';
 import { upstreamConnectionsGauge } from '../metrics.js';
 import type { ActivityRecorder } from './activity.js';
 import { answerError, forwardHttp, type ForwardOptions } from './forward.js';
@@ -28,10 +30,14 @@ export interface ProxyDeps {
   keepAliveTimeoutMs: number;
 }
 
-const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
-
 export function createProxy(deps: ProxyDeps) {
   const { routes, activity, log } = deps;
+  // Hub.base_url is set before the proxy is made: the hub's own paths and where user servers start, once
+  const base = baseUrl();
+  const hubPrefix = hubUrl('/hub/');
+  const hubExact = hubPrefix.slice(0, -1);
+  const isHubPath = (raw: string) => raw.startsWith(hubPrefix) || raw === hubExact;
+  const userSegment = base.split('/').filter(Boolean).length;
   const pool = new UpstreamPool({ connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, keepAliveMs: deps.keepAliveTimeoutMs });
   upstreamConnectionsGauge(() => pool.counts);
 
@@ -46,14 +52,14 @@ export function createProxy(deps: ProxyDeps) {
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {
-    if (n.segments[0] === 'hub') return null;
+    if (n.segments[userSegment] === 'hub' && n.path.startsWith(base)) return null;
     const entry = routes().match(n.segments);
     return entry && !entry.hub ? entry : null;
   }
 
-  /** `/user/<name>/…` without a running server: the hub's page for it offers to start it. */
+  /** `<base>user/<name>/…` without a running server: the hub's page for it offers to start it. */
   function redirectToHub(res: uWS.HttpResponse, n: NormalPath, query: string): void {
-    res.cork(() => res.writeStatus('302 Found').writeHeader('Location', `/hub${n.path}${query ? `?${query}` : ''}`).end());
+    res.cork(() => res.writeStatus('302 Found').writeHeader('Location', `${hubUrl(`/hub${n.path.slice(base.length - 1)}`)}${query ? `?${query}` : ''}`).end());
   }
 
   return {
@@ -72,7 +78,7 @@ export function createProxy(deps: ProxyDeps) {
         forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
         return true;
       }
-      if (n.segments[0] === 'user' && n.segments.length > 1 && n.segments[1] !== '') {
+      if (n.segments[userSegment] === 'user' && n.segments.length > userSegment + 1 && n.segments[userSegment + 1] !== '' && n.path.startsWith(base)) {
         redirectToHub(res, n, req.getQuery());
         return true;
       }

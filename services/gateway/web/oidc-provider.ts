@@ -10,6 +10,7 @@ import { callOf, requestContext, type Reply, type RequestInfo } from '../http.js
 import { escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 import { withParams } from './oauth-provider.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 const HTML = { 'Content-Type': 'text/html; charset=utf-8', 'X-Frame-Options': 'DENY', 'Content-Security-Policy': "frame-ancestors 'none'" };
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -61,7 +62,7 @@ export function oidcProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAct
   }
 
   /** Where the browser goes once signed out: the checked post-logout URI with the client's state, else the sign-in page. */
-  const afterLogout = (q: URLSearchParams, checkedUri: string) => (checkedUri ? withParams(checkedUri, { state: q.get('state') }) : '/hub/login');
+  const afterLogout = (q: URLSearchParams, checkedUri: string) => (checkedUri ? withParams(checkedUri, { state: q.get('state') }) : hubUrl('/hub/login'));
 
   async function logout(info: RequestInfo, reply: Reply, body: Buffer | null) {
     const posted = info.method === 'POST' ? form(body) : null;
@@ -79,7 +80,7 @@ export function oidcProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAct
     } catch (e) {
       if (!(e instanceof HubError) || oauthErrorName(e) !== 'invalid_request') throw e;
       info.denyReason = `logout refused: ${cap(e.message, 120)}`;
-      return htmlPage(reply, 400, 'Invalid logout request', `<p>${escapeHtml(e.message)}.</p><p>You are still signed in. <a href="/hub/home">Home</a></p>`);
+      return htmlPage(reply, 400, 'Invalid logout request', `<p>${escapeHtml(e.message)}.</p><p>You are still signed in. <a href="${hubUrl('/hub/home')}">Home</a></p>`);
     }
     const id = await web.identify(info);
     const to = afterLogout(q, checked.redirect_uri);
@@ -90,7 +91,7 @@ export function oidcProviderRoutes(deps: PageDeps, kit: PageKit, oauth: OAuthAct
       if (posted !== null) info.denyReason = 'logout form without a valid XSRF token';
       const fields = LOGOUT_PARAMS.map((n) => (q.get(n) === null ? '' : hidden(n, q.get(n)!))).join('');
       return htmlPage(reply, posted ? 403 : 200, 'Sign out', `<p>${checked.client_id ? `<b>${escapeHtml(checked.client_id)}</b> asks to sign you out of the hub.` : 'Sign out of the hub?'}</p>
-<form method="post" action="/hub/api/oauth2/logout">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${fields}<button type="submit">Sign out</button></form>`, [], id.owner.name);
+<form method="post" action="${hubUrl('/hub/api/oauth2/logout')}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${fields}<button type="submit">Sign out</button></form>`, [], id.owner.name);
     }
     await kit.endLogin(info, id, '');
     void deps.audit.publish('oidc_logout', 'logout', {

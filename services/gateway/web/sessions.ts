@@ -6,6 +6,7 @@ import type { AuthClient, TokensClient } from '../../../shared/contracts/index.j
 import { BoundedCache, stringBytes } from '../../../shared/bounded-cache.js';
 import type { Identity } from '../caches.js';
 import { callOf, type RequestInfo } from '../http.js';
+import { baseUrl, hubUrl } from '../../../shared/urls.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
 export const SESSION_COOKIE = 'hub-session-id';
@@ -71,17 +72,17 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     loginCookies(info: RequestInfo, user: string, sessionId: string): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { path: '/hub/', maxAgeSeconds: maxAgeMs / 1000, secure }),
-        serializeCookie(SESSION_COOKIE, sessionId, { path: '/', secure }),
+        serializeCookie(LOGIN_COOKIE, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { path: hubUrl('/hub/'), maxAgeSeconds: maxAgeMs / 1000, secure }),
+        serializeCookie(SESSION_COOKIE, sessionId, { path: baseUrl(), secure }),
       ];
     },
 
     clearCookies(info: RequestInfo): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure }),
-        serializeCookie(SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0, secure }),
-        serializeCookie(XSRF_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure, httpOnly: false }),
+        serializeCookie(LOGIN_COOKIE, '', { path: hubUrl('/hub/'), maxAgeSeconds: 0, secure }),
+        serializeCookie(SESSION_COOKIE, '', { path: baseUrl(), maxAgeSeconds: 0, secure }),
+        serializeCookie(XSRF_COOKIE, '', { path: hubUrl('/hub/'), maxAgeSeconds: 0, secure, httpOnly: false }),
       ];
     },
 
@@ -93,7 +94,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
       const existing = parseCookies(info.headers.cookie)[XSRF_COOKIE];
       if (existing && /^[A-Za-z0-9_-]{16,64}$/.test(existing)) return { value: existing };
       const value = sealer.mac(`anon:${Math.random()}:${Date.now()}`).slice(0, 32);
-      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: '/hub/', maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
+      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: hubUrl('/hub/'), maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
     },
 
     /** The XSRF value a request carries (form field, query, or header), checked against what it should be. */
