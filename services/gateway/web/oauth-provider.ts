@@ -30,6 +30,7 @@ const MAX_SCOPES = 100;
 export function withParams(uri: string, params: Record<string, string | null | undefined>): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined) q.append(k, v);
+  if (!q.size) return uri;
   const hash = uri.indexOf('#');
   const base = hash >= 0 ? uri.slice(0, hash) : uri;
   return `${base}${base.includes('?') ? '&' : '?'}${q}`;
