@@ -7,7 +7,7 @@ import { compactVerify, createLocalJWKSet, decodeJwt } from 'jose';
 import type { AuditPublisher } from '../../shared/audit.js';
 import { oidcIssuer, type HubConfig } from '../../shared/config.js';
 import type { AuthClient, CallContext, TokensClient } from '../../shared/contracts/index.js';
-import { errors, type HubError } from '../../shared/errors.js';
+import { errors } from '../../shared/errors.js';
 import { cap, type Logger } from '../../shared/log.js';
 import type { SigningKeys } from './signing-keys.js';
 import type { ClientRow, OAuthStore, RefreshRow } from './store.js';
@@ -172,7 +172,7 @@ export function createOidc({ config, store, tokens, auth, keys, audit, log }: Oi
           if (p.iss !== issuer) throw new Error('another issuer');
           hinted = { aud: Array.isArray(p.aud) ? String(p.aud[0]) : String(p.aud ?? ''), user: String(p.preferred_username ?? '') };
         } catch (e) {
-          throw errors.oauth('invalid_request', `id_token_hint is not an id_token of this hub (${cap((e as HubError).message ?? '', 60)})`);
+          throw errors.oauth('invalid_request', `id_token_hint is not an id_token of this hub (${cap((e as Error).message ?? '', 60)})`);
         }
       }
       if (hinted && r.client_id && hinted.aud !== r.client_id) throw errors.oauth('invalid_request', 'client_id is not the audience of id_token_hint');
