@@ -18,8 +18,8 @@ import { CRYPT_KEY_ENV, newToken, parseCryptKeys } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
 import { announceReady } from './shared/ready-line.js';
-import { useBaseUrl } from './shared/urls.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
+import { useBaseUrl } from './shared/urls.js';
 import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -190,6 +190,7 @@ async function start(config: HubConfig): Promise<void> {
   const policy = restartPolicy(config);
   const children: SupervisedChild[] = [];
   const supervisorStart = processStart(process.pid);
+  let startupSeconds: number | undefined; // from this process's start until the hub first answered its health check
   const recordProcesses = () => {
     const record: ProcessesRecord = {
       supervisor: process.pid,
@@ -198,6 +199,7 @@ async function start(config: HubConfig): Promise<void> {
       starts: Object.fromEntries(children.filter((c) => c.pid).map((c) => [c.spec.id, processStart(c.pid!)])),
       restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
       failed: children.filter((c) => c.failed).map((c) => c.spec.id),
+      ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;
@@ -206,6 +208,10 @@ async function start(config: HubConfig): Promise<void> {
   };
   // Children get what they need to run, not the supervisor's whole environment.
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
+  const metricsProblems = metricsEnvProblems(process.env);
+  if (metricsProblems.length) throw new ConfigError(metricsProblems);
+  const metricsEnv = Object.fromEntries(METRICS_ENV.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
   // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
   // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
   // A cluster's members admit each other and every node's actors with one token: it must be given to each node.
@@ -221,7 +227,6 @@ async function start(config: HubConfig): Promise<void> {
   let cryptEnv: NodeJS.ProcessEnv = {};
   if (config.Authenticator.enable_auth_state) {
     const keys = parseCryptKeys(process.env);
-  let startupSeconds: number | undefined; // from this process's start until the hub first answered its health check
     if ('problem' in keys) throw new ConfigError([`Authenticator.enable_auth_state: ${keys.problem}`]);
     cryptEnv = { [CRYPT_KEY_ENV]: process.env[CRYPT_KEY_ENV] || process.env.JUPYTERHUB_CRYPT_KEY };
   }
@@ -230,7 +235,6 @@ async function start(config: HubConfig): Promise<void> {
     const routes = config.Hub.nats_routes.map((u) => u.replace('nats://', `nats://hub:${natsToken}@`));
     children.push(new SupervisedChild({
       id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, clustered ? 'nats-cluster.conf' : 'nats.conf')], ipc: false,
-      ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
       env: {
         ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port),
         // a cluster's members need names of their own (the port alone may repeat on other machines)
@@ -239,10 +243,6 @@ async function start(config: HubConfig): Promise<void> {
         ...(clustered ? {
           HUB_NATS_CLUSTER_HOST: config.Hub.nats_cluster_ip, HUB_NATS_CLUSTER_PORT: String(config.Hub.nats_cluster_port),
           HUB_NATS_ROUTES: `[${routes.join(', ')}]`,
-  // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
-  const metricsProblems = metricsEnvProblems(process.env);
-  if (metricsProblems.length) throw new ConfigError(metricsProblems);
-  const metricsEnv = Object.fromEntries(METRICS_ENV.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
         } : {}),
       },
     }, policy, log, recordProcesses));

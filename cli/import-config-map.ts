@@ -227,7 +227,7 @@ function hubConnect(url: string, t: Tools, fromIp = false) {
   t.note(`the host kept, the port made this hub's (${port}): there is no separate hub API port here`);
 }
 
-const SERVICE_KEYS = new Set(['name', 'admin', 'url', 'api_token', 'display', 'oauth_no_confirm', 'environment', 'user', 'cwd', 'info', 'oauth_client_id', 'oauth_redirect_uri', 'oauth_client_allowed_scopes', 'oauth_roles', 'command']);
+const SERVICE_KEYS = new Set(['name', 'admin', 'url', 'api_token', 'display', 'oauth_no_confirm', 'environment', 'user', 'cwd', 'info', 'oauth_client_id', 'oauth_redirect_uri', 'oauth_client_allowed_scopes', 'oauth_roles', 'command', 'timeout']);
 
 function services(list: unknown, tokens: Record<string, string>, t: Tools) {
   const out = (Array.isArray(list) ? list : []).map((svc) => ({ ...(svc as Record<string, unknown>) }));

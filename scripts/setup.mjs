@@ -173,7 +173,8 @@ function installJupyterHubForBench() {
  * `hub import-config` (`--for-import`), which loads an established hub's config file with that jupyterhub's traitlets.
  */
 const JUPYTER_TEST_VENV = join(root, '.cache', 'jupyter-6.1');
-const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0'];
+// psycopg2-binary: the established hub's PostgreSQL driver (test/cli/import-jupyterhub.test.ts runs it on PostgreSQL)
+const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0', 'psycopg2-binary==2.9.13'];
 function installJupyterLabForTests() {
   if (!process.argv.includes('--for-tests') && !process.argv.includes('--for-import')) return;
   const venv = JUPYTER_TEST_VENV;

@@ -747,6 +747,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      * answers HTTP; starts and stops it left half-done are finished; the dead are cleaned up.
      */
     async adoptAll(): Promise<void> {
+      const began = performance.now(); // the established hub's init_spawners: its start-up's look at every server
       // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
       // the order they were asked for: a restart must not lose a person's place
       const unstarted = registry.all().filter((r) => ours(r) && r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
@@ -779,7 +780,6 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       };
       // servers another node marked stopped while this node was gone: running still? then they are ours again
       for (const r of registry.all()) {
-      const began = performance.now(); // the established hub's init_spawners: its start-up's look at every server
         if (!r.lost || !ours(r) || !r.node) continue;
         const back = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
         if (back) {
@@ -815,6 +815,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         await backend(cls).reconcile?.(active).catch((e: Error) =>
           log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
       }
+      established.init.observe(secondsSince(began));
     },
 
     /**
@@ -847,7 +848,6 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       for (const r of registry.all()) {
         if (r.state !== 'running' || !ours(r) || local.get(serverKey(r.user, r.name))?.watched) continue;
         const p = await poll(r).catch(() => ({ running: true as const }));
-      established.init.observe(secondsSince(began));
         if (!p.running) {
           log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: p.code, reason: p.reason }, 'server exited by itself');
           await forget(r, describeExit(p));
