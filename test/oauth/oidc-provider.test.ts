@@ -314,6 +314,11 @@ test.serial('oidc provider: refusals carry the errors the specs name', async (t)
   t.is(publicTokens.claims()!.aud, 'notes');
   t.is(publicTokens.claims()!.groups, undefined, 'no groups scope, no groups claim');
 
+  // a service added at run time may not take a tool's name: it would share access:services!service=grafana
+  const clash = await api('POST', '/services/grafana', { token: ADMIN, body: { url: 'http://127.0.0.1:9/grafana' } });
+  t.is(clash.status, 409);
+  t.is((await api('GET', '/services/grafana', { token: ADMIN })).status, 404, 'nothing half-made');
+
   const userinfoWithout = await fetch(`${issuer}/api/oauth2/userinfo`);
   t.is(userinfoWithout.status, 401);
   const plainToken = (await api('POST', '/users/alice/tokens', { token: ADMIN, body: {} })).body.token;
