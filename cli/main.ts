@@ -42,6 +42,12 @@ const VERBS: Record<string, Verb> = {
     help: ["print a new API token with all of the user's scopes"],
     run: async () => (await import('./token.js')).token,
   },
+  'rotate-oidc-key': {
+    positional: [0, 0], usage: 'rotate-oidc-key',
+    help: ['sign id_tokens with a new OpenID Connect key; the old key stays published',
+      '(JWKS) so id_tokens already given out still verify'],
+    run: async () => (await import('./rotate-oidc-key.js')).rotateOidcKey,
+  },
   audit: {
     positional: [0, 0], flags: { follow: 'boolean', json: 'boolean', since: 'value', type: 'value', who: 'value' },
     usage: "audit [--follow] [--since 1h] [--type 'server.*'] [--who alice] [--json]",
@@ -85,7 +91,7 @@ commands:
 ${entry('start', ['run the hub: NATS and the actors, restarted when they die (default)'])}
 ${Object.values(VERBS).map((v) => entry(v.usage!, v.help)).join('\n')}
 
-While the hub runs, add-user, set-password and token ask its actors (over gRPC, on the sockets in
+While the hub runs, add-user, set-password, token and rotate-oidc-key ask its actors (over gRPC, on the sockets in
 <data_dir>/run/); without it they change the stores in the data dir themselves. Passwords are asked for
 without echo on a terminal, or read as one line from standard input. audit reads the hub's NATS.
 

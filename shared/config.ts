@@ -103,6 +103,8 @@ export const SCHEMA = {
     letsencrypt_email: { kind: 'string', default: '', help: 'contact address of the ACME account (automatic certificates, with Hub.letsencrypt_domains)' },
     letsencrypt_domains: { kind: 'string-list', default: [], help: 'DNS names to obtain and renew a certificate for from the ACME CA (HTTP-01 on Hub.http_redirect_port), e.g. ["hub.example.org"]', check: (names: string[]) => names.filter((n) => !DOMAIN_RE.test(n)).map((n) => `Hub.letsencrypt_domains: ${JSON.stringify(n)} is not a DNS name (no wildcards: HTTP-01 cannot prove them)`) },
     acme_directory_url: { kind: 'string', default: 'https://acme-v02.api.letsencrypt.org/directory', help: 'the ACME CA\'s directory (a CA of one\'s own: trust its root with NODE_EXTRA_CA_CERTS)', check: (v: string) => (/^https:\/\/[^/\s]+/.test(v) ? [] : [`Hub.acme_directory_url: ${JSON.stringify(v)} is not an https URL`]) },
+    oidc_issuer: { kind: 'string', default: '', help: 'the hub\'s OpenID Connect issuer, as relying parties see it (default <public_url>/hub); its discovery document is <issuer>/.well-known/openid-configuration', check: (v: string) => (v && !/^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) ? ['Hub.oidc_issuer: expected an http(s) URL without query or fragment'] : []) },
+    oauth_clients: { kind: 'list', default: [], help: 'OAuth / OpenID Connect clients that are not services (a dashboard, a file browser): {client_id, client_secret (none = public, PKCE required), redirect_uris, post_logout_redirect_uris, allowed_scopes, oauth_no_confirm, require_nonce, description}; who may sign in: access:services!service=<client_id>', check: checkOAuthClients },
     extra_headers: { kind: 'string-map', default: {}, help: 'HTTP headers added to (or replacing) those of every answer the hub gives itself, e.g. {"Content-Security-Policy": "... frame-ancestors \'self\' https://portal.example.org"}', check: checkHeaders },
   },
   Supervisor: {
@@ -338,6 +340,10 @@ function crossChecks(c: HubConfig): string[] {
   if (h.http_redirect_port && !tls) problems.push('Hub.http_redirect_port: only with HTTPS (Hub.ssl_cert or Hub.letsencrypt_domains)');
   if (h.http_redirect_port && h.http_redirect_port === h.port) problems.push('Hub.http_redirect_port: must differ from Hub.port');
   if (tls && (h.hub_port === h.port || h.hub_port === h.http_redirect_port)) problems.push('Hub.hub_port: must differ from Hub.port and Hub.http_redirect_port');
+  const serviceNames = new Set(h.services.map((svc) => (svc as { name?: unknown }).name));
+  for (const client of h.oauth_clients as { client_id?: unknown }[]) {
+    if (serviceNames.has(client.client_id)) problems.push(`Hub.oauth_clients ${JSON.stringify(client.client_id)}: a service has this name (they would share access:services!service=${String(client.client_id)})`);
+  }
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
@@ -378,6 +384,13 @@ const SERVICE_KEYS: Record<string, Kind> = {
   oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list', timeout: 'integer',
 };
 
+/** One option of an entry in a list option (a service, an OAuth client): known, and of its kind. */
+function optionProblems(label: string, key: string, value: unknown, kinds: Record<string, Kind>): string[] {
+  const kind = kinds[key];
+  if (!kind) return [`${label}.${key}: unknown option`];
+  return fits({ kind, default: null, help: '' }, value) ? [] : [`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`];
+}
+
 export function checkServices(services: unknown[]): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
@@ -400,9 +413,7 @@ export function checkServices(services: unknown[]): string[] {
         }
         continue;
       }
-      const kind = SERVICE_KEYS[key];
-      if (!kind) problems.push(`${label}.${key}: unknown option`);
-      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
+      pushAll(problems, optionProblems(label, key, value, SERVICE_KEYS));
     }
     if (typeof svc.api_token === 'string') {
       if (svc.api_token.length <= 8) problems.push(`${label}.api_token: must be longer than 8 characters`);
@@ -415,6 +426,47 @@ export function checkServices(services: unknown[]): string[] {
     if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
     if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
       problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
+    }
+  });
+  return problems;
+}
+
+const OAUTH_CLIENT_KEYS: Record<string, Kind> = {
+  client_id: 'string', client_secret: 'string', redirect_uris: 'string-list', post_logout_redirect_uris: 'string-list',
+  allowed_scopes: 'string-list', oauth_no_confirm: 'boolean', require_nonce: 'boolean', description: 'string',
+};
+
+/** An absolute redirect URI as RFC 6749 §3.1.2 has it: http(s), no fragment. */
+const ABSOLUTE_URI = /^https?:\/\/[^/?#\s]+[^#\s]*$/;
+
+function checkOAuthClients(clients: unknown[]): string[] {
+  const problems: string[] = [];
+  const ids = new Set<string>();
+  clients.forEach((c, i) => {
+    const where = `Hub.oauth_clients[${i}]`;
+    if (!isObject(c)) return void problems.push(`${where}: expected an object`);
+    const id = typeof c.client_id === 'string' ? c.client_id : undefined;
+    const label = id ? `Hub.oauth_clients ${JSON.stringify(id)}` : where;
+    if (!id) problems.push(`${where}.client_id: required, a string`);
+    else {
+      // the client id names its access scope (access:services!service=<client_id>): the service name rule
+      pushAll(problems, nameProblem(`${label}.client_id`, id));
+      if (id.startsWith('service-') || id.startsWith('hub-user-')) problems.push(`${label}.client_id: "service-" and "hub-user-" name the hub's own clients`);
+      if (ids.has(id)) problems.push(`${label}: defined twice`);
+      ids.add(id);
+    }
+    for (const [key, value] of Object.entries(c)) pushAll(problems, optionProblems(label, key, value, OAUTH_CLIENT_KEYS));
+    if (typeof c.client_secret === 'string' && c.client_secret.length < 16) problems.push(`${label}.client_secret: at least 16 characters (or none for a public client)`);
+    const uris = Array.isArray(c.redirect_uris) ? (c.redirect_uris as unknown[]) : [];
+    if (!uris.length) problems.push(`${label}.redirect_uris: at least one redirect URI`);
+    for (const key of ['redirect_uris', 'post_logout_redirect_uris']) {
+      for (const u of Array.isArray(c[key]) ? (c[key] as unknown[]) : []) {
+        if (typeof u === 'string' && !ABSOLUTE_URI.test(u)) problems.push(`${label}.${key}: ${JSON.stringify(u)} is not an absolute http(s) URI without a fragment`);
+      }
+    }
+    if (Array.isArray(c.allowed_scopes)) {
+      const v = validateScopes((c.allowed_scopes as unknown[]).filter((x): x is string => typeof x === 'string'));
+      if (!v.ok) problems.push(`${label}.allowed_scopes: ${JSON.stringify(v.bad)}: ${v.reason}`);
     }
   });
   return problems;
@@ -808,6 +860,11 @@ export function publicHubUrl(config: HubConfig, path: string): string {
 /** A whole URL of the hub as its own processes and servers reach it: `internalHubUrl(config, '/hub/api')`. */
 export function internalHubUrl(config: HubConfig, path: string): string {
   return hubInternalUrl(config) + underPrefix(config.Hub.base_url, path);
+}
+
+/** The hub's OpenID Connect issuer: Hub.oidc_issuer, else where browsers reach the hub's /hub (under Hub.base_url). */
+export function oidcIssuer(config: HubConfig): string {
+  return config.Hub.oidc_issuer.replace(/\/+$/, '') || publicHubUrl(config, '/hub');
 }
 
 export function hubInternalUrl(config: HubConfig): string {

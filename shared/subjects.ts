@@ -41,7 +41,7 @@ export const EVENT_FLOW = {
     publishes: ['activity.proxy', 'route.unreachable'],
     consumes: ['user.*', 'group.*', 'session.revoked', 'token.revoked', 'owner.changed'],
   },
-  oauth: { publishes: [], consumes: [] },
+  oauth: { publishes: [], consumes: ['token.revoked'] },
 } as const;
 
 export const subjects = {

@@ -17,6 +17,7 @@ import { adminRoutes } from './web/admin.js';
 import { acceptShareRoutes } from './web/accept-share.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
+import { oidcProviderRoutes } from './web/oidc-provider.js';
 import { createPages } from './web/pages.js';
 import { createWebSessions } from './web/sessions.js';
 import { UWS_BUILD } from './http.js';
@@ -89,7 +90,7 @@ await runActor('gateway', async (ctx) => {
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
-    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
+    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...oidcProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, replicaOf(ctx.config.Hub.port),
     (actor) => actorClient(ctx, actor, ctx.config.Hub.health_timeout * 1000));
   // a scrape waits for every actor at most as long as /hub/health does
