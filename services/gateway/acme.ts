@@ -5,6 +5,7 @@
 // retried with a bounded backoff, and the gateways keep serving the last good certificate meanwhile. A CA of one's
 // own is trusted through NODE_EXTRA_CA_CERTS (read by Node at start; the supervisor passes it on).
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { join } from 'node:path';
 import acme from 'acme-client';
 import type { ActorContext } from '../../shared/actor.js';
@@ -18,10 +19,31 @@ const CHECK_MS = 12 * 3_600_000;
 const RETRY_FIRST_MS = 60_000;
 const RETRY_MAX_MS = 6 * 3_600_000;
 
+// acme-client retries a failed request 5 times, 5 s more each time (75 s); the order's own backoff below does that job,
+// so a request is tried at most twice within a few seconds and a failed order is reported promptly
+(acme.axios.defaults as unknown as { acmeSettings: { retryMaxAttempts: number; retryDefaultDelay: number } }).acmeSettings.retryMaxAttempts = 2;
+(acme.axios.defaults as unknown as { acmeSettings: { retryMaxAttempts: number; retryDefaultDelay: number } }).acmeSettings.retryDefaultDelay = 1;
+
 function writePrivate(path: string, text: string | Buffer): void {
   const tmp = `${path}.tmp`;
   writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, path);
+}
+
+/**
+ * The CA's directory answers: asked first so that an unreachable CA is reported as such (acme-client 5.4 loses a
+ * network error's cause once its retries are spent and throws a TypeError instead).
+ */
+function reachDirectory(url: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(url, { timeout: 10_000 }, (res) => {
+      res.resume();
+      if (res.statusCode === 200) resolve();
+      else reject(new Error(`the ACME directory ${url} answered ${res.statusCode}`));
+    });
+    req.on('timeout', () => req.destroy(new Error('no answer within 10 s')));
+    req.on('error', (e: NodeJS.ErrnoException) => reject(new Error(`cannot reach the ACME directory ${url}: ${e.code ?? e.message}${e.code && e.message.includes(e.code) ? '' : ` (${e.message})`}`)));
+  });
 }
 
 /** Why the certificate on disk needs replacing, or null when it is good for now. */
@@ -60,6 +82,7 @@ export function startAcme(ctx: ActorContext): { stop: () => void } {
   };
 
   async function order(reason: string): Promise<void> {
+    await reachDirectory(config.Hub.acme_directory_url);
     log.info({ event: 'acme.ordering', domains, directory: config.Hub.acme_directory_url, reason }, `ordering a certificate for ${domains.join(', ')} (${reason})`);
     if (!existsSync(accountKeyFile)) writePrivate(accountKeyFile, await acme.crypto.createPrivateEcdsaKey());
     const client = new acme.Client({ directoryUrl: config.Hub.acme_directory_url, accountKey: readFileSync(accountKeyFile), backoffMin: 500, backoffMax: 10_000 });
