@@ -55,6 +55,12 @@ const VERBS: Record<string, Verb> = {
       "events until Ctrl-C; --type and --who take globs (`--who alice` also finds user:alice)"],
     run: async () => (await import('./audit.js')).audit,
   },
+  credentials: {
+    positional: [1, 1], missing: 'which credential (audit, metrics or nats-config)', usage: 'credentials audit|metrics|nats-config',
+    help: ["print a NATS URL (user and password) that may only read the audit trail (audit) or the actors' metrics",
+      "(metrics); nats-config prints the hub's NATS users and permissions for an external NATS (Hub.nats_url)"],
+    run: async () => (await import('./credentials.js')).credentials,
+  },
   import: {
     positional: [1, 1], flags: { db: 'value', 'dry-run': 'boolean' }, missing: 'what to import from ("jupyterhub")',
     usage: 'import jupyterhub --db URL [--dry-run]',

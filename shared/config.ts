@@ -59,6 +59,12 @@ export const SCHEMA = {
     nats_cluster_ip: { kind: 'string', default: '127.0.0.1', help: 'address the NATS cluster port listens on (the other members must reach it)' },
     nats_routes: { kind: 'string-list', default: [], help: 'cluster URLs of the other NATS members, e.g. ["nats://10.0.0.2:6222"] (credentials are added by the hub)', check: (urls: string[]) => urls.flatMap((u) => (/^nats:\/\/[^/@\s]+:\d{1,5}$/.test(u) ? [] : [`Hub.nats_routes: ${JSON.stringify(u)} is not nats://host:port`])) },
     nats_replicas: { kind: 'integer', default: 1, help: 'copies of every JetStream bucket and stream the hub creates (3 on a three-member cluster: one member may die)', min: 1, max: 5 },
+    internal_ssl: { kind: 'boolean', default: false, help: 'every NATS connection (actors to NATS, routes between cluster members) speaks TLS with certificates on both sides, from a CA the hub makes in Hub.internal_certs_location (or Hub.internal_ssl_ca/_cert/_key); a NATS that accepts plain connections stops the start' },
+    internal_certs_location: { kind: 'string', default: '', help: 'directory of the hub\'s internal CA (ca.crt, ca.key; made at the first start with internal_ssl); "" = <data_dir>/internal-ssl. Nodes of one hub share the CA: copy this directory to each' },
+    internal_ssl_ca: { kind: 'string', default: '', help: 'PEM file of the CA that signs every internal certificate (the operator\'s own PKI; with internal_ssl_cert and internal_ssl_key, instead of the hub\'s CA)' },
+    internal_ssl_cert: { kind: 'string', default: '', help: 'PEM certificate of this node, signed by Hub.internal_ssl_ca, for server and client use (its names must include the addresses NATS is reached at)' },
+    internal_ssl_key: { kind: 'string', default: '', help: 'PEM private key of Hub.internal_ssl_cert' },
+    trusted_alt_names: { kind: 'string-list', default: [], help: 'extra names of the node certificate the hub makes, as "DNS:name" or "IP:address" (the addresses other nodes reach this node\'s NATS at)', check: (names: string[]) => names.filter((n) => !/^(DNS:[A-Za-z0-9*.-]+|IP:[0-9A-Fa-f.:]+)$/.test(n)).map((n) => `Hub.trusted_alt_names: ${JSON.stringify(n)} is not "DNS:name" or "IP:address"`) },
     node_name: { kind: 'string', default: '', help: 'this node\'s name in server records, logs, audit events and `hub status` ("" = the host name)', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Hub.node_name: ${JSON.stringify(v)}: expected 1 to 63 letters, digits, ".", "_" and "-"`] : []) },
     log_level: { kind: 'string', default: 'info', help: 'pino log level (also --log-level)', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] },
     log_format: { kind: 'string', default: 'auto', help: 'log lines: "pretty" (readable), "json" (one JSON object a line), "auto" (pretty when stdout is a terminal)', choices: ['auto', 'pretty', 'json'] },
@@ -326,6 +332,8 @@ function crossChecks(c: HubConfig): string[] {
   }
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
+  const ownInternalPki = [h.internal_ssl_ca, h.internal_ssl_cert, h.internal_ssl_key].filter(Boolean).length;
+  if (ownInternalPki && ownInternalPki < 3) problems.push('Hub.internal_ssl_ca, Hub.internal_ssl_cert, Hub.internal_ssl_key: give all three or none');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
   const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
   if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);

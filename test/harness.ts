@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { freePort } from '../shared/ports.js';
+import { ADMIN_USER, busAuth, type BusUser } from '../shared/nats-auth.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,8 +16,12 @@ export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no
 
 export { freePort };
 
-/** The token of every test hub's NATS (given to the supervisor as HUB_NATS_TOKEN): `connect({servers, token})`. */
+/** The NATS secret of every test hub (given to the supervisor as HUB_NATS_TOKEN; shared/nats-auth.ts). */
 export const NATS_TOKEN = `hub_test_${randomBytes(12).toString('hex')}`;
+/** The bus's admin user, for tests that poke NATS directly: `connect({servers, ...NATS_ADMIN})`. */
+export const NATS_ADMIN = busAuth(NATS_TOKEN, ADMIN_USER);
+/** One bus user's connection options (an actor's, or the operators' `audit` / `metrics`): what that user may do and no more. */
+export const natsUser = (user: BusUser) => busAuth(NATS_TOKEN, user);
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

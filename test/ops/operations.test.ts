@@ -4,7 +4,7 @@ import test from 'ava';
 import { connect } from 'nats';
 import { randomToken, type ApiCall } from '../api/client.js';
 import { Browser, field, formLogin } from '../auth/helpers.js';
-import { NATS_TOKEN, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { NATS_ADMIN, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { startOperatedHub } from './hub.js';
 import { sample } from './prometheus.js';
 
@@ -35,7 +35,7 @@ interface AuditEvent {
 
 /** Everything in the HUB_AUDIT stream, read with a JetStream consumer as an operator's tool would. */
 async function auditTrail(): Promise<AuditEvent[]> {
-  const nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const nc = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   try {
     const js = nc.jetstream();
     const consumer = await js.consumers.get('HUB_AUDIT'); // an ordered consumer, from the first event

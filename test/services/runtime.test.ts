@@ -5,7 +5,7 @@
 import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from 'nats';
-import { freePort, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, NATS_ADMIN, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { Browser, loggedInBrowser, startWhoami, stopChild } from '../oauth/browser.js';
 import { AUDIT_STREAM } from '../../shared/subjects.js';
@@ -53,7 +53,7 @@ async function whoamiAsBoss(): Promise<{ statuses: number[]; body: string }> {
 }
 
 async function lastAudit(subject: string): Promise<Record<string, unknown>> {
-  const nc: NatsConnection = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const nc: NatsConnection = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   try {
     return (await (await nc.jetstreamManager()).streams.getMessage(AUDIT_STREAM, { last_by_subj: subject })).json();
   } finally {
