@@ -76,9 +76,11 @@ export interface StartOptions {
   repo?: string;
   /** more environment for the supervisor (e.g. NODE_EXTRA_CA_CERTS) */
   env?: NodeJS.ProcessEnv;
+  /** return once /hub/health says 200 (default), or as soon as the port answers anything (the front door's first answer) */
+  readyWhen?: 'healthy' | 'answering';
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {} }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {}, readyWhen = 'healthy' }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
@@ -123,8 +125,8 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
       if (proc.exitCode !== null) throw new Error(`supervisor exited with ${proc.exitCode}`);
       const r = await fetch(`${internalUrl}/hub/health`);
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
-      return r.status === 200 ? true : undefined;
-    }, healthTimeoutMs);
+      return r.status === 200 || readyWhen === 'answering' ? true : undefined;
+    }, healthTimeoutMs, readyWhen === 'answering' ? 10 : 50);
   } catch (e) {
     await hub.stop();
     throw new Error(`${(e as Error).message}\n--- hub log ---\n${logText.slice(-5000)}`);

@@ -28,6 +28,8 @@ import { openFrontDoor } from './front-door.js';
 import { startAcme } from './acme.js';
 import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
+import { ACTORS } from '../../shared/paths.js';
+import { GATEWAY_BOOTED_MESSAGE } from '../../shared/supervision.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
@@ -98,6 +100,13 @@ await runActor('gateway', async (ctx) => {
   supervisorGauges(dataDir);
   const mount = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
   const config = { ...ctx.config, Hub: { ...ctx.config.Hub, port } };
+  // The front door opens only when the hub can serve: once this node's other actors answer (bounded by
+  // Supervisor.startup_timeout; /hub/health is the truth after that). The supervisor starts the actors off the API's
+  // path when the gateways have booted this far.
+  process.send?.({ type: GATEWAY_BOOTED_MESSAGE });
+  const localActors = ACTORS.filter((a) => a !== 'gateway' && ctx.config.Supervisor.actors.includes(a));
+  const silent = await health.awaitActors(localActors, ctx.config.Supervisor.startup_timeout * 1000);
+  if (silent.length) ctx.log.warn({ event: 'gateway.opening_without', actors: silent }, `opening the front door without ${silent.join(', ')} (not answering within Supervisor.startup_timeout)`);
   const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount);
   useForwardedProto(frontDoor.scheme);
   // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
