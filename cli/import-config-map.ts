@@ -253,7 +253,7 @@ const TRANSFORMS: Record<string, Transform> = {
       if (schemaSpec('Hub.base_url')) t.set('Hub.base_url', url.pathname);
       else t.note(`its path ${url.pathname} is not carried: ${compatibility().options.get('JupyterHub.base_url')?.note ?? 'no base_url'}`);
     }
-    if (url.protocol === 'https:') t.note('the gateway speaks plain HTTP: terminate TLS in front of it');
+    if (url.protocol === 'https:') t.note('https: the gateway speaks HTTPS with Hub.ssl_cert and Hub.ssl_key (carried from JupyterHub.ssl_cert/ssl_key when the file sets them) or Hub.letsencrypt_domains; else terminate TLS in front of it');
   },
   'JupyterHub.cookie_secret': (v, t) => {
     const hex = isTagged(v, 'bytes') ? String(v.hex) : typeof v === 'string' ? v : '';
