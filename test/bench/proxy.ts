@@ -16,33 +16,34 @@ import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
 import { aptInstall, baselineCheckout, cpuMs, onPath, withChildren } from './tools.js';
+import { proxyTls } from './proxy-tls.js';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+export const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
-const WRK = { threads: 2, connections: 32, seconds: SECONDS };
-const WS_CONNECTIONS = 32;
+export const WRK = { threads: 2, connections: 32, seconds: SECONDS };
+export const WS_CONNECTIONS = 32;
 /** Each proxy is warmed up (JIT, pools, buffers) before each measured run, the same for all of them. */
-const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
+export const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
 /**
  * Rounds of the 32-connection and WebSocket runs, each round going through every proxy in turn; the median
  * round counts. One pass in a fixed order lets the machine's drift favour whoever comes first.
  */
-const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+export const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 /** Gateway processes of our hub (Supervisor.gateways) and, to compare like with like, nginx's workers. */
 const GATEWAYS = Math.max(1, Number(process.env.BENCH_GATEWAYS ?? 1));
 
 /** The round with the median value of `by` (the middle one of an odd count). */
-function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
+export function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
   const sorted = [...runs].sort((a, b) => by(a) - by(b));
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
-const PATH = '/services/bench/hello';
+export const PATH = '/services/bench/hello';
 const log = (line: string): void => console.log(`proxy: ${line}`);
-const problems: string[] = [];
+export const problems: string[] = [];
 
 // ---- tools ----
 
-const NGINX = '/usr/sbin/nginx';
+export const NGINX = '/usr/sbin/nginx';
 
 function ensureTools(): void {
   for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'node-configurable-http-proxy'], ['nginx', 'nginx']]) {
@@ -56,7 +57,7 @@ function rssMb(pid: number | null | undefined): number {
 }
 
 /** A child process that prints its port as its first line. */
-async function startChild(label: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; firstLine: string }> {
+export async function startChild(label: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; firstLine: string }> {
   const proc = spawn(cmd, args, { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d) => { out += d; });
@@ -78,7 +79,7 @@ new WebSocketServer({ server }).on('connection', (ws) => ws.on('message', (d, bi
 server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
 
-async function startBackend(): Promise<{ proc: ChildProcess; port: number }> {
+export async function startBackend(): Promise<{ proc: ChildProcess; port: number }> {
   const wsModule = createRequire(join(REPO, 'package.json')).resolve('ws');
   const { proc, firstLine } = await startChild('backend', process.execPath, ['-e', BACKEND], { WS_MODULE: wsModule });
   return { proc, port: Number(firstLine) };
@@ -153,7 +154,7 @@ http {
 
 // ---- measurements ----
 
-interface HttpResult extends WrkResult {
+export interface HttpResult extends WrkResult {
   /** CPU the proxy's processes spent per request, in µs (undefined for the backend alone) */
   cpuUs?: number;
 }
@@ -175,7 +176,7 @@ async function measureHttp(label: string, base: string, options = WRK, pids?: ()
   return r;
 }
 
-const fmt = (r: HttpResult): string =>
+export const fmt = (r: HttpResult): string =>
   `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(3).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms${r.cpuUs === undefined ? '' : `  proxy CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/req`}`;
 
 /** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS (after a warm-up); round trips per second. */
@@ -189,9 +190,9 @@ async function measureWs(label: string, url: string, pids?: () => number[]): Pro
   return perSecond;
 }
 
-async function echoes(url: string, seconds: number): Promise<number> {
+export async function echoes(url: string, seconds: number, options: WebSocket.ClientOptions = {}): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
-    const ws = new WebSocket(url, { handshakeTimeout: 10_000 });
+    const ws = new WebSocket(url, { handshakeTimeout: 10_000, ...options });
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   })));
@@ -235,7 +236,7 @@ async function measureMemory(hub: HubUnderTest, total: number): Promise<{ before
   return { before, after, settled: rssMb(gateway), requests };
 }
 
-async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
+export async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
   try {
     return await f();
   } catch (e) {
@@ -247,16 +248,23 @@ async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefi
 }
 
 /** Every gateway process of a hub (`gateway`, `gateway-2`, ...). */
-const gatewayPids = (hub: HubUnderTest): number[] =>
+export const gatewayPids = (hub: HubUnderTest): number[] =>
   Object.entries(hub.children()).filter(([id, pid]) => /^gateway(-\d+)?$/.test(id) && pid).flatMap(([, pid]) => withChildren(pid!));
 
 type Who = 'direct' | 'floor' | 'ours' | 'nginx' | 'chp' | 'baseline';
 const BASELINE = process.env.BENCH_BASELINE;
 const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
-const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
+export const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
   ensureTools();
+  // BENCH_TLS: "only" runs just the HTTPS part (proxy-tls.ts), "0" skips it; by default it follows the plain part
+  if (process.env.BENCH_TLS === 'only') return proxyTls();
+  await proxyPlain();
+  if (process.env.BENCH_TLS !== '0') await proxyTls();
+}
+
+async function proxyPlain(): Promise<void> {
   const backend = await startBackend();
   let hub: HubUnderTest | undefined;
   let then: HubUnderTest | undefined; // this hub at BENCH_BASELINE
