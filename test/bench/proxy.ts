@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
-import { failures, wrk, type WrkResult } from './wrk.js';
+import { failures, wrk, type WrkOptions, type WrkResult } from './wrk.js';
 import { aptInstall, baselineCheckout, cpuMs, onPath, withChildren } from './tools.js';
 import { proxyTls } from './proxy-tls.js';
 
@@ -43,7 +43,7 @@ export const problems: string[] = [];
 
 // ---- tools ----
 
-export const NGINX = '/usr/sbin/nginx';
+const NGINX = '/usr/sbin/nginx';
 
 function ensureTools(): void {
   for (const [bin, pkg] of [['wrk', 'wrk'], ['configurable-http-proxy', 'node-configurable-http-proxy'], ['nginx', 'nginx']]) {
@@ -106,7 +106,7 @@ async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url:
  * connections to the backend, forwarding headers and WebSocket upgrades like ours; its config, logs, pid and
  * temp files in a temp dir; in the foreground.
  */
-async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; url: string; dir: string }> {
+export async function startNginx(backendPort: number, tls?: { cert: string; key: string; answers: (url: string) => Promise<boolean> }): Promise<{ proc: ChildProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-nginx-'));
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   const port = await freePort();
@@ -126,7 +126,11 @@ http {
   upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
   map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
   server {
-    listen 127.0.0.1:${port};
+    listen 127.0.0.1:${port}${tls ? ` ssl;
+    ssl_certificate ${tls.cert};
+    ssl_certificate_key ${tls.key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_tickets off` : ''};
     location / {
       proxy_pass http://backend;
       proxy_http_version 1.1;
@@ -144,10 +148,10 @@ http {
   const proc = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (d) => { err += d; });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   await waitFor('nginx to answer', async () => {
     if (proc.exitCode !== null) throw new Error(`nginx exited: ${err.slice(0, 500)}`);
-    return (await fetch(url + PATH)).status === 200 ? true : undefined;
+    return (tls ? await tls.answers(url + PATH) : (await fetch(url + PATH)).status === 200) ? true : undefined;
   }, 15_000, 100);
   return { proc, url, dir };
 }
@@ -159,13 +163,20 @@ export interface HttpResult extends WrkResult {
   cpuUs?: number;
 }
 
-async function measureHttp(label: string, base: string, options = WRK, pids?: () => number[]): Promise<HttpResult> {
-  const check = await fetch(base + PATH, { signal: AbortSignal.timeout(10_000) }); // a stuck proxy fails its row, not the bench
-  const text = await check.text();
-  if (check.status !== 200 || text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${text.slice(0, 200)}`);
-  await wrk(base + PATH, { ...options, seconds: WARMUP_SECONDS });
+/** The answer a measured URL must give first (status, body): fetch by default; the HTTPS part passes its own (its CA). */
+export type Check = (url: string, headers?: Record<string, string>) => Promise<{ status: number; body: string }>;
+const fetchCheck: Check = async (url, headers) => {
+  const r = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) }); // a stuck proxy fails its row, not the bench
+  return { status: r.status, body: await r.text() };
+};
+
+export async function measureHttp(label: string, base: string, options: WrkOptions = WRK, pids?: () => number[],
+  { path = PATH, check = fetchCheck, body = 'hello, world\n' }: { path?: string; check?: Check; body?: string | null } = {}): Promise<HttpResult> {
+  const first = await check(base + path, options.headers);
+  if (first.status !== 200 || (body !== null && first.body !== body)) throw new Error(`${label}: ${path} answered ${first.status}: ${first.body.slice(0, 200)}`);
+  await wrk(base + path, { ...options, seconds: WARMUP_SECONDS });
   const cpu0 = pids ? cpuMs(pids()) : 0;
-  const r: HttpResult = await wrk(base + PATH, options);
+  const r: HttpResult = await wrk(base + path, options);
   if (pids && r.requests) r.cpuUs = ((cpuMs(pids()) - cpu0) * 1000) / r.requests;
   if (failures(r) > 0) {
     const line = `${label}: ${r.non2xx} error responses and ${failures(r) - r.non2xx} socket errors out of ${r.requests}: THESE FIGURES ARE MEANINGLESS`;
