@@ -5,6 +5,7 @@
 import test from 'ava';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -222,5 +223,12 @@ test('https: a missing file, a key that is not the certificate\'s, or a half-giv
   const redirectAlone = await start({ http_redirect_port: 8080 });
   t.is(redirectAlone.code, 2);
   t.regex(redirectAlone.stderr, /Hub\.http_redirect_port: only with HTTPS/);
+  // a plain port HTTPS adds that something else holds is named before anything starts
+  const holder = net.createServer();
+  const held = await new Promise<number>((resolve) => holder.listen(0, '127.0.0.1', () => resolve((holder.address() as net.AddressInfo).port)));
+  t.teardown(() => holder.close());
+  const taken = await start({ ssl_cert: first.cert, ssl_key: first.key, hub_port: held });
+  t.is(taken.code, 2);
+  t.is(problem(taken), `Hub.hub_port: 127.0.0.1:${held} cannot be listened on (in use by another process, perhaps another hub)`);
   t.notRegex(mismatch.stderr + missing.stderr, /PRIVATE KEY/);
 });
