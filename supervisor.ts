@@ -24,6 +24,7 @@ import { announceReady } from './shared/ready-line.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
 import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
+import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
 import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -239,6 +240,7 @@ async function start(config: HubConfig): Promise<void> {
       restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
       failed: children.filter((c) => c.failed).map((c) => c.spec.id),
       ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
+      version: HUB_VERSION, commit: HUB_COMMIT,
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;
