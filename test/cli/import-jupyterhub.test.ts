@@ -271,6 +271,16 @@ test.serial('import: the same token strings get the same answers from this hub a
   }
 });
 
+/** `work` in a temp dir of its own, removed after. */
+async function inTempDir(work: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    await work(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** `hub import jupyterhub` on `db` into `dataDir`, to its end. */
 const importInto = (db: string, dataDir: string, ...more: string[]) =>
   runHubCommand(['import', 'jupyterhub', '--db', db, `--Hub.data_dir=${dataDir}`, ...more]);
@@ -289,8 +299,7 @@ const withSqlite = async (path: string, sql: string) => {
 };
 
 test.serial('import: --dry-run changes nothing; a second run updates what changed and duplicates nothing', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     const fixture = await makeJupyterhubDb(db, { users: 50, tokensPerUser: 2 });
     const dataDir = join(dir, 'hub');
@@ -337,14 +346,11 @@ test.serial('import: --dry-run changes nothing; a second run updates what change
     } finally {
       await hub.stop({ keepDataDir: true });
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: an unknown schema revision is refused naming it; a database that is not the established hub\'s too', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     makeJupyterhubSchema(`sqlite:///${db}`);
     await withSqlite(db, "UPDATE alembic_version SET version_num = 'deadbeef0042'");
@@ -360,14 +366,11 @@ test.serial('import: an unknown schema revision is refused naming it; a database
     const missing = await importInto(join(dir, 'nowhere.sqlite'), join(dir, 'hub'));
     t.is(missing.code, 1);
     t.regex(missing.stderr, /no such file/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: refused while a hub runs on the data dir (stop it first)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     await makeJupyterhubDb(db, { users: 3, tokensPerUser: 1 });
     const hub = await startHub();
@@ -379,14 +382,11 @@ test.serial('import: refused while a hub runs on the data dir (stop it first)', 
     } finally {
       await hub.stop();
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: killed at any point, it leaves all of the import or none of it (users and tokens together)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     await makeJupyterhubDb(db, { users: 5000, tokensPerUser: 2 });
     // how long a whole import takes here, to spread the kills over it
@@ -412,7 +412,5 @@ test.serial('import: killed at any point, it leaves all of the import or none of
       t.false(existsSync(join(dataDir, 'imported', 'staging')), 'no copies left behind');
     }
     t.log(`killed at 30 … 97 % of ${took} ms: ${outcomes.join(', ')}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
