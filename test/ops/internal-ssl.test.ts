@@ -8,10 +8,11 @@ import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { connect } from 'nats';
+import { connect, type NatsConnection } from 'nats';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { natsServiceName } from '../../shared/subjects.js';
-import { freePort, NATS_ADMIN, runHubCommand, startHub, stopChild, waitFor, type HubUnderTest } from '../harness.js';
+import { clusterPorts, memberOptions, nodeConfig } from '../scale/helpers.js';
+import { freePort, NATS_ADMIN, NATS_TOKEN, runHubCommand, startHub, stopChild, waitFor, type HubUnderTest } from '../harness.js';
 
 let hub: HubUnderTest;
 let api: ApiCall;
@@ -42,27 +43,35 @@ test.serial('internal ssl: the hub starts with its own CA and answers its API, o
   t.regex(conf, /tls \{[^}]*verify: true/);
 });
 
-test.serial('internal ssl: a plain client is refused, even with the admin password', async (t) => {
-  const outcome = await new Promise<{ info: string; rest: string }>((resolve) => {
-    const socket = tcpConnect({ host: '127.0.0.1', port: hub.natsPort });
-    let text = '';
-    let sent = false;
-    const timer = setTimeout(() => { socket.destroy(); resolve({ info: text.split('\r\n')[0], rest: 'still open after 5 s' }); }, 5000);
+/**
+ * A peer that speaks plain NATS at `port`: it sends `line` once the server has said something (or at once, when
+ * `eager`), and reports what it heard before the server closed the connection (bounded: 5 s).
+ */
+function plainPeer(port: number, line: string, eager = false): Promise<{ heard: string; closed: boolean }> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: '127.0.0.1', port }, () => { if (eager) socket.write(line); });
+    let heard = '';
+    let sent = eager;
+    const timer = setTimeout(() => { socket.destroy(); resolve({ heard, closed: false }); }, 5000);
     socket.on('data', (d) => {
-      text += d.toString('latin1');
-      if (!sent && text.includes('\r\n')) {
+      heard += d.toString('latin1');
+      if (!sent && heard.includes('\r\n')) {
         sent = true;
-        socket.write(`CONNECT ${JSON.stringify({ user: NATS_ADMIN.user, pass: NATS_ADMIN.pass, verbose: false, pedantic: false })}\r\nPING\r\n`);
+        socket.write(line);
       }
     });
-    const end = () => { clearTimeout(timer); resolve({ info: text.split('\r\n')[0], rest: text.slice(text.indexOf('\r\n') + 2) }); };
-    socket.on('close', end);
+    socket.on('close', () => { clearTimeout(timer); resolve({ heard, closed: true }); });
     socket.on('error', () => undefined);
   });
-  t.regex(outcome.info, /"tls_required":true/);
-  t.regex(outcome.info, /"tls_verify":true/);
-  t.false(outcome.rest.includes('PONG'), 'never answered as a connected client');
-  t.not(outcome.rest, 'still open after 5 s');
+}
+
+test.serial('internal ssl: a plain client is refused, even with the admin password', async (t) => {
+  const { heard, closed } = await plainPeer(hub.natsPort, `CONNECT ${JSON.stringify({ user: NATS_ADMIN.user, pass: NATS_ADMIN.pass, verbose: false, pedantic: false })}\r\nPING\r\n`);
+  const [info, ...rest] = heard.split('\r\n');
+  t.regex(info, /"tls_required":true/);
+  t.regex(info, /"tls_verify":true/);
+  t.false(rest.join('').includes('PONG'), 'never answered as a connected client');
+  t.true(closed, 'the server hangs up');
 });
 
 test.serial('internal ssl: a TLS client without a client certificate is refused; with the node certificate it connects', async (t) => {
@@ -142,5 +151,45 @@ test('internal ssl: the operator\'s CA files must come as a set', async (t) => {
     t.regex(r.stderr, /Hub\.internal_ssl_ca, Hub\.internal_ssl_cert, Hub\.internal_ssl_key: give all three or none/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('internal ssl: two cluster members share the CA and route to each other over TLS; the cluster port refuses plain peers', async (t) => {
+  const certs = mkdtempSync(join(tmpdir(), 'hub-internal-ca-'));
+  const ports = await clusterPorts(2);
+  const shared = { Hub: { api_tokens: { [ADMIN]: 'boss' }, internal_ssl: true, internal_certs_location: certs }, Authenticator: { admin_users: ['boss'] } };
+  const own = [
+    { Hub: { node_name: 'node-a', ...memberOptions(ports, 0) } },
+    { Hub: { node_name: 'node-b', ...memberOptions(ports, 1) }, Supervisor: { actors: ['gateway'] } },
+  ];
+  const nodes = await Promise.all(own.map((o) => startHub({ config: nodeConfig(shared, o), healthTimeoutMs: 40_000 })));
+  const ncs: NatsConnection[] = [];
+  try {
+    // node b's gateway answers the API through node a's actors
+    t.is((await apiClient(nodes[1].url)('POST', '/users/dora', { token: ADMIN })).status, 201);
+    // a message published at member a reaches a subscriber at member b: the route between them works, and it is TLS
+    const tlsOf = (dataDir: string) => ({
+      caFile: join(certs, 'ca.crt'), certFile: join(dataDir, 'run', 'internal-ssl', 'node.crt'), keyFile: join(dataDir, 'run', 'internal-ssl', 'node.key'),
+    });
+    for (const [i, node] of nodes.entries()) {
+      ncs.push(await connect({ servers: `nats://127.0.0.1:${ports.client[i]}`, ...NATS_ADMIN, tls: tlsOf(node.dataDir), maxReconnectAttempts: 0, timeout: 3000 }));
+    }
+    const sub = ncs[1].subscribe('test.across', { max: 1 });
+    await ncs[1].flush();
+    await waitFor('the subscription to reach member a', async () => {
+      ncs[0].publish('test.across', new TextEncoder().encode('hello'));
+      await ncs[0].flush();
+      return sub.getReceived() > 0 ? true : undefined;
+    }, 10_000, 100);
+    t.is(sub.getReceived(), 1);
+    // a plain peer at the cluster port: the server expects a TLS handshake first and hangs up
+    const peer = await plainPeer(ports.cluster[0], `CONNECT ${JSON.stringify({ user: 'hub', pass: NATS_TOKEN })}\r\nPING\r\n`, true);
+    t.false(peer.heard.includes('PONG'));
+    t.true(peer.closed);
+    t.is(statSync(join(certs, 'ca.key')).mode & 0o777, 0o600);
+  } finally {
+    await Promise.all(ncs.map((nc) => nc.close().catch(() => undefined)));
+    await Promise.all(nodes.map((n) => n.stop()));
+    rmSync(certs, { recursive: true, force: true });
   }
 });
