@@ -21,6 +21,7 @@ import { startJupyterHub } from '../bench/jupyterhub.js';
 import { hashSecret } from '../../shared/secrets.js';
 import { makeJupyterhubDb, makeJupyterhubSchema } from './jupyterhub-fixture.js';
 import { startPostgres } from '../postgres.js';
+import { Browser, hiddenField } from '../oauth/browser.js';
 
 const VENV_PYTHON = join(REPO, '.cache', 'jupyter-6.1', 'bin', 'python');
 const ADMIN_TOKEN = randomToken();
@@ -213,9 +214,10 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb, cryptKey }: {
   });
   let before: { status: number; body: unknown }[];
   let questions: Question[];
+  let code: string;
   try {
     const call = apiClient(jh.url);
-    ({ questions } = await populate(call, jh.url));
+    ({ questions, code } = await populate(call, jh.url));
     // once to settle: asking moves activity (each token's and user's), which the second round then reads as it stays
     await answers(call, questions);
     before = await answers(call, questions);
@@ -249,6 +251,17 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb, cryptKey }: {
       t.is(of('admin', '/users/carol').auth_state.access_token, 'at-carol');
       t.deepEqual(of('alice', '/users/alice/servers/lab').user_options, { image: 'python', size: 2 });
       t.is(of('reporter (service)', '/user').kind, 'service');
+      // the share code alice handed out on the established hub is accepted here (its stored hash matched)
+      const bob = new Browser(hub.url);
+      t.is((await bob.login('bob', 'anything')).status, 302);
+      const page = await bob.get(`/hub/accept-share?code=${encodeURIComponent(code)}`);
+      t.is(page.status, 200, page.body.slice(0, 300));
+      const accepted = await bob.post('/hub/accept-share', { _xsrf: hiddenField(page.body, '_xsrf'), code: hiddenField(page.body, 'code') });
+      t.is(accepted.status, 302);
+      const shared = await apiClient(hub.url)('GET', '/users/bob/shared', { token: ADMIN_TOKEN });
+      const toBob = shared.body.items.filter((s: { kind: string }) => s.kind === 'user');
+      t.deepEqual(toBob.map((s: { server: { user: { name: string }; name: string }; scopes: string[] }) => [s.server.user.name, s.server.name, s.scopes]),
+        [['alice', 'notes', ['access:servers!server=alice/notes']]]);
     } finally {
       await hub.stop({ keepDataDir: true });
     }
