@@ -227,6 +227,16 @@ test('https: a missing file, a key that is not the certificate\'s, or a half-giv
   const redirectAlone = await start({ http_redirect_port: 8080 });
   t.is(redirectAlone.code, 2);
   t.regex(redirectAlone.stderr, /Hub\.http_redirect_port: only with HTTPS/);
+  const acmeHalf = await start({ letsencrypt_domains: ['hub.example.org'] });
+  t.is(acmeHalf.code, 2);
+  t.regex(acmeHalf.stderr, /Hub\.letsencrypt_email: needed with Hub\.letsencrypt_domains/);
+  t.regex(acmeHalf.stderr, /Hub\.http_redirect_port: needed with Hub\.letsencrypt_domains/);
+  const wildcard = await start({ letsencrypt_email: 'a@example.org', letsencrypt_domains: ['*.example.org'], http_redirect_port: 8080 });
+  t.is(wildcard.code, 2);
+  t.regex(wildcard.stderr, /Hub\.letsencrypt_domains: "\*\.example\.org" is not a DNS name/);
+  const both = await start({ ssl_cert: first.cert, ssl_key: first.key, letsencrypt_email: 'a@example.org', letsencrypt_domains: ['hub.example.org'], http_redirect_port: 8080 });
+  t.is(both.code, 2);
+  t.regex(both.stderr, /Hub\.letsencrypt_domains: not with Hub\.ssl_cert/);
   // a plain port HTTPS adds that something else holds is named before anything starts
   const holder = net.createServer();
   const held = await new Promise<number>((resolve) => holder.listen(0, '127.0.0.1', () => resolve((holder.address() as net.AddressInfo).port)));
