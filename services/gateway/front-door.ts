@@ -127,7 +127,15 @@ export async function openFrontDoor(config: HubConfig, log: Logger, replica: str
   // a copy an earlier process of this gateway left behind (killed between writing and removing it)
   const leftover = new RegExp(`^tls-${replica}-\\d+\\.(crt|key)$`); // this replica's only (`8000-2`'s files are not `8000`'s)
   for (const name of readdirSync(runDir(dataDir))) if (leftover.test(name)) rmSync(join(runDir(dataDir), name), { force: true });
-  let current = await loadPair(files);
+  let current: Loaded | null;
+  try {
+    current = await loadPair(files);
+  } catch (e) {
+    // the operator's files were checked by the supervisor; the ACME client's own are replaced at its next order
+    if (!files.automatic) throw e;
+    log.error({ event: 'tls.reload_failed', problem: (e as Error).message }, `the issued certificate cannot be served: ${(e as Error).message}`);
+    current = null;
+  }
   if (!current) {
     // automatic, not issued yet: a self-signed stand-in until the ACME client writes the first certificate
     const stand = await placeholderCertificate(config.Hub.letsencrypt_domains);
