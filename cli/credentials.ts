@@ -5,7 +5,7 @@
 import { natsUrl } from '../shared/actor.js';
 import { NATS_TOKEN_ENV, natsServers, type HubConfig } from '../shared/config.js';
 import { internalTlsFiles, operatorClientCertificate, type NatsTlsFiles } from '../shared/internal-ssl.js';
-import { busAuth, busSecret, natsAuthorization, credentialUrl, type BusAuth, type OperatorCredential } from '../shared/nats-auth.js';
+import { ADMIN_USER, busAuth, busSecret, natsAuthorization, credentialUrl, type BusAuth, type OperatorCredential } from '../shared/nats-auth.js';
 import type { NatsLink } from '../shared/nats.js';
 import { UsageError } from './args.js';
 import { CliError } from './hub.js';
@@ -23,6 +23,11 @@ function secretOf(config: HubConfig): string {
  */
 export function operatorNatsLink(config: HubConfig, credential: OperatorCredential): NatsLink {
   return { auth: busAuth(secretOf(config), credential), tls: internalTlsFiles(config) };
+}
+
+/** The bus's admin (every subject): for commands that speak to every node's supervisor (`hub reload --all-nodes`). */
+export function adminNatsLink(config: HubConfig): NatsLink {
+  return { auth: busAuth(secretOf(config), ADMIN_USER), tls: internalTlsFiles(config) };
 }
 
 /** nats.js connection options from a link (the CLI connects with nats.js directly). */

@@ -23,7 +23,7 @@ await runActor('proxy-router', async (ctx) => {
   // Running servers are listed from the registry the gateways route them from.
   const servers = await mirrorServers(ctx.nc, ctx.log, loadTimeoutMs);
   // configured services and, live, those added at run time (each change reconciles at once)
-  const configured = routableServices(configuredServices(ctx.config), ctx.log);
+  let configured = routableServices(configuredServices(ctx.config), ctx.log);
   const services = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, loadTimeoutMs), ctx.log);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
@@ -53,6 +53,11 @@ await runActor('proxy-router', async (ctx) => {
   });
 
   return {
+    // `hub reload`: the configured services' routes (the reconciler reads them at each pass)
+    reload: (next) => {
+      configured = routableServices(configuredServices(next), ctx.log);
+      services.useConfig(next);
+    },
     grpc: {
       ListRoutes: (req: { offset: number; limit: number }) => {
         const page = reconciler.list(Math.max(0, req.offset), Math.min(Math.max(1, req.limit), LIST_PAGE_MAX));
