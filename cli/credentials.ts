@@ -20,9 +20,12 @@ function secretOf(config: HubConfig): string {
 /**
  * How a command-line tool on this node connects as one of the operators' credentials: its user, and under
  * Hub.internal_ssl this node's certificate (the command line runs with the hub's own rights on its data dir).
+ * Without a secret (no hub ever ran on this data dir) it connects as nobody: an external NATS without users
+ * still answers, and a missing NATS says so as it always did.
  */
 export function operatorNatsLink(config: HubConfig, credential: OperatorCredential): NatsLink {
-  return { auth: busAuth(secretOf(config), credential), tls: internalTlsFiles(config) };
+  const secret = busSecret(config.Hub.data_dir, process.env[NATS_TOKEN_ENV], false);
+  return { auth: secret ? busAuth(secret, credential) : undefined, tls: internalTlsFiles(config) };
 }
 
 /** The bus's admin (every subject): for commands that speak to every node's supervisor (`hub reload --all-nodes`). */
