@@ -2,7 +2,7 @@
 // rows are in the database (one schema per actor, no SQLite file in the data dir), and a restart finds them there.
 import test from 'ava';
 import { readdirSync } from 'node:fs';
-import { startHub, type HubUnderTest } from '../harness.js';
+import { startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { Browser, formLogin, whoami } from '../auth/helpers.js';
 import { FIXTURE } from '../spawner/helpers.js';
@@ -15,7 +15,7 @@ test.after.always(async () => {
   await postgres?.stop();
 });
 
-test.serial('db_url postgresql: a new user logs in, gets a token, starts and stops a server; after a restart the user and token still work', async (t) => {
+test.serial('db_url postgresql: a new user logs in, gets a token, starts and stops a server; after a restart the user and token still work; PostgreSQL down is 503 "try again shortly" and recovers by itself', async (t) => {
   postgres = await startPostgres();
   await postgres.createDatabase('hub');
   const ADMIN = randomToken();
@@ -71,4 +71,23 @@ test.serial('db_url postgresql: a new user logs in, gets a token, starts and sto
   t.is((await whoami(browser, hub.url)).status, 200, 'the login session is still there');
   t.is((await api('DELETE', `/users/ann/tokens/${made.body.id}`, { token: annToken })).status, 204);
   t.is((await api('GET', '/user', { token: annToken })).status, 403);
+
+  // PostgreSQL itself goes down: a write is answered 503 "try again shortly", what the gateway knows still answers,
+  // and once the database is back the same write succeeds without anyone restarting anything
+  const pids = hub.children();
+  t.is((await api('GET', '/users/ann', { token: ADMIN })).status, 200);
+  postgres.pause();
+  const down = await api('POST', '/users/bea', { token: ADMIN });
+  t.is(down.status, 503, JSON.stringify(down.body));
+  t.regex(down.body.message, /try again shortly/);
+  t.is((await api('GET', '/users/ann', { token: ADMIN })).status, 200, 'a user the gateway has read answers from its memory');
+  postgres.resume();
+  const made2 = await waitFor('a write to succeed once PostgreSQL is back', async () => {
+    const r = await api('POST', '/users/bea', { token: ADMIN });
+    if (r.status === 503) return undefined;
+    return r;
+  }, 20_000, 200);
+  t.is(made2.status, 201);
+  t.is((await api('GET', '/users/bea', { token: ADMIN })).status, 200);
+  t.deepEqual(hub.children(), pids, 'no actor was restarted');
 });
