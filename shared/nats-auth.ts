@@ -121,6 +121,12 @@ export function busPermissions(user: BusUser): BusPermissions {
   return { publish: [...new Set(publish)], subscribe: [...new Set(subscribe)], allow_responses: true };
 }
 
+/**
+ * How long after a request its receiver may still answer it: nats-server's default is 2 minutes, and a start that
+ * crosses nodes may wait longer than that for its server (Spawner.start_timeout, a batch queue).
+ */
+const RESPONSE_WINDOW = '1h';
+
 /** The `authorization` block of a nats-server configuration: the admin and every bus user with its permissions. */
 export function natsAuthorization(secret: string): string {
   const q = (v: string | number): string => JSON.stringify(v);
@@ -130,7 +136,7 @@ export function natsAuthorization(secret: string): string {
     ...BUS_USERS.map((u) => {
       const p = busPermissions(u);
       return `    {user: ${q(u)}, password: ${q(busPassword(secret, u))}, permissions: {\n`
-        + `      publish: {allow: ${list(p.publish)}},\n      subscribe: {allow: ${list(p.subscribe)}}${p.allow_responses ? ',\n      allow_responses: true' : ''}\n    }}`;
+        + `      publish: {allow: ${list(p.publish)}},\n      subscribe: {allow: ${list(p.subscribe)}}${p.allow_responses ? `,\n      allow_responses: {max: 1, expires: ${q(RESPONSE_WINDOW)}}` : ''}\n    }}`;
     }),
   ];
   return `authorization {\n  users = [\n${users.join(',\n')}\n  ]\n}\n`;
