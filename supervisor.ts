@@ -161,9 +161,9 @@ async function awaitServices(services: ServiceConfig[], children: SupervisedChil
 }
 
 /**
- * Hub.internal_ssl at start: the CA and this node's certificate made (or the operator's files checked), and every
- * NATS the hub is told to use (Hub.nats_url) asked whether it refuses plain connections: one that accepts them
- * stops the start. Without internal_ssl, NATS traffic that leaves this machine is named once as a risk.
+ * Hub.internal_ssl at start: the CA and this node's certificate made (or the operator's files checked), and an
+ * existing NATS the hub is told to use (Hub.nats_url alone) asked whether it refuses plain connections: one that
+ * accepts them stops the start. Without internal_ssl, NATS traffic that leaves this machine is named once as a risk.
  */
 async function internalTlsAtStart(config: HubConfig, ownNats: boolean, log: Logger): Promise<NatsTlsFiles | undefined> {
   if (!config.Hub.internal_ssl) {
@@ -180,9 +180,8 @@ async function internalTlsAtStart(config: HubConfig, ownNats: boolean, log: Logg
   } catch (e) {
     throw new ConfigError([(e as Error).message]);
   }
-  const own = `nats://127.0.0.1:${config.Hub.nats_port}`;
-  const others = natsServers(config.Hub.nats_url).filter((u) => !(ownNats && new URL(u).port === String(config.Hub.nats_port) && /^(127\.|localhost)/.test(new URL(u).hostname)));
-  for (const url of others.filter((u) => u !== own)) {
+  // a NATS the hub starts (alone or as a cluster member) has the TLS block it writes; one it is only told of is asked
+  for (const url of ownNats ? [] : natsServers(config.Hub.nats_url)) {
     const stance = await natsTlsStance(url, 2000);
     if (stance === 'plain') throw new ConfigError([`Hub.internal_ssl: the NATS at ${url} accepts plain connections (or TLS without a client certificate): configure it with a tls block with verify: true`]);
     if (typeof stance === 'object') log.warn({ event: 'nats.tls_unchecked', url, why: stance.unreachable }, `Hub.internal_ssl: could not ask the NATS at ${url} whether it refuses plain connections (${stance.unreachable}); actors will connect with TLS only`);
