@@ -86,6 +86,9 @@ export const SCHEMA = {
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth', 'shared-password'] },
     public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
+    subdomain_host: { kind: 'string', default: '', help: 'serve each user\'s servers on a host of their own under this one, as the established hub\'s JupyterHub.subdomain_host: "https://hub.example.org" puts the hub\'s pages at that host and alice\'s servers at https://alice.hub.example.org/user/alice/ (needs wildcard DNS, and a wildcard certificate for https); "" = every server under the hub\'s own host', check: checkSubdomainHost },
+    subdomain_hook: { kind: 'string', default: 'idna', help: 'how names become host labels with subdomain_host, as the established hub 6.1\'s: "idna" (names that are already valid labels as they are, other Unicode names IDNA-encoded, anything else a safe stub plus a hash; services at <name>--service.<host>) or "legacy" (percent-escapes with "_"; every service at services.<host>)', choices: ['idna', 'legacy'] },
+    cookie_host_prefix_enabled: { kind: 'boolean', default: false, help: 'the hub\'s login cookie and servers\' OAuth cookies are named "__Host-…" (Secure, path "/", never settable by a sibling host), which stops a user\'s server from planting cookies for the hub; meant with subdomain_host, and needs https' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     shutdown_on_logout: { kind: 'boolean', default: false, help: 'logging out stops the person\'s running servers first' },
@@ -305,11 +308,36 @@ function crossChecks(c: HubConfig): string[] {
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
+  if (h.subdomain_host && h.public_url && originOf(h.public_url) !== originOf(h.subdomain_host)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} must be at the host of Hub.subdomain_host (${JSON.stringify(h.subdomain_host)}): the hub's pages are there`);
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
 
 /** User, group, service and server names: the rule every actor applies (see shared/names.ts). */
+const originOf = (url: string) => {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+};
+
+/** A base URL of http(s), a host name (no address: users' hosts are names under it), an optional port, nothing else. */
+function checkSubdomainHost(v: string): string[] {
+  if (!v) return [];
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    return [`Hub.subdomain_host: ${JSON.stringify(v)} is not a URL; expected e.g. "https://hub.example.org"`];
+  }
+  const problems: string[] = [];
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must start with https:// (or http://)`);
+  if (url.username || url.password || url.search || url.hash || url.pathname !== '/') problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must be only scheme, host and port, e.g. "https://hub.example.org"`);
+  if (isIP(url.hostname.replace(/^\[|\]$/g, '')) || !url.hostname.includes('.')) problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must name a host with a domain (users' servers are at <name>.${url.hostname}), not an address or a bare name`);
+  return problems;
+}
+
 function nameProblem(where: string, name: string): string[] {
   const why = invalidNameReason(name);
   return why ? [`${where}: invalid name ${JSON.stringify(name)} (${why})`] : [];
@@ -720,9 +748,9 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 }
 
 /** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
-/** Where browsers reach the hub: Hub.public_url, else its own address (what providers send browsers back to). */
+/** Where browsers reach the hub: Hub.public_url, else Hub.subdomain_host (as the established hub defaults it), else its own address (what providers send browsers back to). */
 export function hubPublicUrl(config: HubConfig): string {
-  return config.Hub.public_url.replace(/\/+$/, '') || hubInternalUrl(config);
+  return config.Hub.public_url.replace(/\/+$/, '') || config.Hub.subdomain_host.replace(/\/+$/, '') || hubInternalUrl(config);
 }
 
 export function hubInternalUrl(config: HubConfig): string {

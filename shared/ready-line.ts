@@ -27,9 +27,10 @@ export interface SetupCodeMessage { event: typeof SETUP_CODE_MESSAGE; code: stri
 const isSetupCode = (m: unknown): m is SetupCodeMessage =>
   typeof m === 'object' && m !== null && (m as SetupCodeMessage).event === SETUP_CODE_MESSAGE && typeof (m as SetupCodeMessage).code === 'string';
 
-/** The address browsers use: `Hub.public_url`, else the gateway's (a wildcard address shown as 127.0.0.1). */
+/** The address browsers use: `Hub.public_url` (or `Hub.subdomain_host`), else the gateway's (a wildcard address shown as 127.0.0.1). */
 export function hubPublicUrl(config: HubConfig): string {
-  if (config.Hub.public_url) return config.Hub.public_url.replace(/\/?$/, '/');
+  const configured = config.Hub.public_url || config.Hub.subdomain_host;
+  if (configured) return configured.replace(/\/?$/, '/');
   const host = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' || config.Hub.ip === '' ? '127.0.0.1' : config.Hub.ip;
   return `http://${host.includes(':') ? `[${host}]` : host}:${config.Hub.port}/`;
 }

@@ -3,6 +3,7 @@ import uWS from 'uWebSockets.js';
 import { subjects } from '../../shared/subjects.js';
 import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
+import { subdomainsOf } from '../../shared/subdomains.js';
 
 import { configuredServices, roleBook } from '../../shared/roles.js';
 import { createApi, createIdentify } from './api/index.js';
@@ -54,7 +55,8 @@ await runActor('gateway', async (ctx) => {
   const web = createWebSessions(ctx.config, auth, tokens);
   const events = ctx.nc.subscribe(subjects.allEvents, { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
-  const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6);
+  const subdomains = subdomainsOf(ctx.config);
+  const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6, subdomains);
   ctx.onNatsStatus((type) => {
     if (type === 'reconnect') {
       identities.clear();
@@ -68,13 +70,13 @@ await runActor('gateway', async (ctx) => {
   const proxy = createProxy({
     routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log,
     connectTimeoutMs: ctx.config.Proxy.connect_timeout * 1000, idleTimeoutMs: ctx.config.Proxy.idle_timeout * 1000,
-    keepAliveTimeoutMs: ctx.config.Proxy.keepalive_timeout * 1000,
+    keepAliveTimeoutMs: ctx.config.Proxy.keepalive_timeout * 1000, subdomains,
   });
 
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
     config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
-    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse,
+    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse, subdomains,
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },

@@ -7,6 +7,7 @@ import { decodeRoute, ROUTES_BUCKET, type Route } from '../../shared/routes.js';
 import { mirrorServers } from '../../shared/servers.js';
 import { hubInternalUrl } from '../../shared/config.js';
 import { subjects } from '../../shared/subjects.js';
+import { subdomainsOf } from '../../shared/subdomains.js';
 import { routableServices, serverRoutes } from './desired.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
@@ -21,12 +22,14 @@ await runActor('proxy-router', async (ctx) => {
   bucket.stop();
   // Running servers are listed from the registry the gateways route them from.
   const servers = await mirrorServers(ctx.nc, ctx.log, loadTimeoutMs);
+  // with Hub.subdomain_host, services and servers are routed at hosts of their own
+  const subdomains = subdomainsOf(ctx.config);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
     // The gateway answers hub paths itself; the route's target says where the hub is reachable.
     hubTarget: hubInternalUrl(ctx.config),
-    services: routableServices(configuredServices(ctx.config), ctx.log),
-    serverRoutes: () => serverRoutes(servers.values()),
+    services: routableServices(configuredServices(ctx.config), ctx.log, subdomains),
+    serverRoutes: () => serverRoutes(servers.values(), subdomains),
     initial: new Map([...bucket.values()].map((r) => [r.routespec, r])),
   });
 

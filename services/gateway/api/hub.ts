@@ -57,7 +57,7 @@ export function hubRoutes(deps: ApiDeps): Route[] {
         }
         const user = await users.get(id.owner.name);
         if (!user) throw errors.forbidden();
-        req.reply.json(200, { ...userModel(held, user, book, servers.of(user.name)), ...extra });
+        req.reply.json(200, { ...userModel(held, user, book, servers.of(user.name), { subdomains: deps.subdomains }), ...extra });
       },
     },
     {

@@ -28,6 +28,12 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
   const secureCookies = config.Hub.public_url.startsWith('https://');
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
+  // Hub.cookie_host_prefix_enabled, as the established hub's: the login cookie as `__Host-…`, which a browser keeps only
+  // when set by this very host, Secure, on path `/`, so no sibling host (a user's server) can plant one for the hub.
+  // Every cookie the hub sets is host-only (no Domain), so with subdomain_host no user's host ever sees one.
+  const hostPrefixed = config.Hub.cookie_host_prefix_enabled;
+  const loginCookie = hostPrefixed ? `__Host-${LOGIN_COOKIE}` : LOGIN_COOKIE;
+  const loginCookieAt = (info: RequestInfo) => (hostPrefixed ? { path: '/', secure: true } : { path: '/hub/', secure: isSecure(info) });
 
   async function session(id: string, info: RequestInfo): Promise<SessionFacts> {
     const hit = sessions.get(id);
@@ -54,7 +60,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
 
     /** The logged-in user of a browser request, or null (no cookie, forged, expired, logged out, refused on refresh). */
     async identify(info: RequestInfo): Promise<Identity | null> {
-      const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[LOGIN_COOKIE]);
+      const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[loginCookie]);
       if (!payload || typeof payload.s !== 'string' || Date.now() - payload.t > maxAgeMs) return null;
       let s = await session(payload.s, info);
       if (!s.valid || s.user !== payload.u) return null;
@@ -71,7 +77,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     loginCookies(info: RequestInfo, user: string, sessionId: string): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { path: '/hub/', maxAgeSeconds: maxAgeMs / 1000, secure }),
+        serializeCookie(loginCookie, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { ...loginCookieAt(info), maxAgeSeconds: maxAgeMs / 1000 }),
         serializeCookie(SESSION_COOKIE, sessionId, { path: '/', secure }),
       ];
     },
@@ -79,7 +85,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     clearCookies(info: RequestInfo): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure }),
+        serializeCookie(loginCookie, '', { ...loginCookieAt(info), maxAgeSeconds: 0 }),
         serializeCookie(SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0, secure }),
         serializeCookie(XSRF_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure, httpOnly: false }),
       ];
