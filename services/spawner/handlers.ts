@@ -172,7 +172,9 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   const browserUrl = (r: ServerRecord) => browserLocation(subdomains, r.url);
   // The established hub's auth library marks its cookies Secure only when the request looks like https; the hub's own are
   // Secure whenever its public URL is https (sessions.ts), and servers' cookies get the same
-  const cookieOptions: Record<string, string> = publicOrigin.startsWith('https://') ? { HUB_COOKIE_OPTIONS: JSON.stringify({ secure: true }) } : {};
+  // Secure, too, with Hub.cookie_host_prefix_enabled: a `__Host-` cookie must be (the 6.1 server sets its OAuth state cookie
+  // Secure only over https by itself, which a browser refuses for a `__Host-` name on http://*.localhost)
+  const cookieOptions: Record<string, string> = publicOrigin.startsWith('https://') || config.Hub.cookie_host_prefix_enabled ? { HUB_COOKIE_OPTIONS: JSON.stringify({ secure: true }) } : {};
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
     r.progress.push(event);

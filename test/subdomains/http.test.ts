@@ -176,7 +176,7 @@ test.serial('subdomains: a server\'s environment names the hub\'s host and its o
   t.like(env.jupyterhub, {
     JUPYTERHUB_HOST: hubOrigin, JUPYTERHUB_PUBLIC_URL: aliceUrl, JUPYTERHUB_PUBLIC_HUB_URL: `${hubOrigin}/hub/`,
     JUPYTERHUB_OAUTH_CALLBACK_URL: `${aliceUrl}oauth_callback`, JUPYTERHUB_SERVICE_PREFIX: '/user/alice/', JUPYTERHUB_BASE_URL: '/',
-    JUPYTERHUB_COOKIE_HOST_PREFIX_ENABLED: '1', JUPYTERHUB_API_URL: `${hub.url}/hub/api`,
+    JUPYTERHUB_COOKIE_HOST_PREFIX_ENABLED: '1', JUPYTERHUB_COOKIE_OPTIONS: '{"secure":true}', JUPYTERHUB_API_URL: `${hub.url}/hub/api`,
   });
   t.is(json(await get('alice.hub.localhost', '/user/alice/work/env')).jupyterhub.JUPYTERHUB_PUBLIC_URL, `${aliceUrl}work/`);
 });
