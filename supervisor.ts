@@ -6,8 +6,9 @@ import { connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
+import { waitForHttp } from './services/spawner/readiness.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
-import { ConfigError, hubInternalUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
@@ -18,6 +19,8 @@ import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
 import { serviceCallbackUrl, subdomainsOf } from './shared/subdomains.js';
 import { announceReady } from './shared/ready-line.js';
+import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
+import { useBaseUrl } from './shared/urls.js';
 import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -99,7 +102,7 @@ function lookupUser(name: string): { uid: number; gid: number } {
 
 /** A hub-managed service: its command, cwd and user, and the HUB_* environment the seed lists. */
 function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
-  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  const apiUrl = internalHubUrl(config, '/hub/api');
   const prefix = servicePrefix(svc.name);
   const subdomains = subdomainsOf(config);
   const access = JSON.stringify([`access:services!service=${svc.name}`]);
@@ -113,7 +116,7 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
     id: `service:${svc.name}`, command: command[0], args: command.slice(1), ipc: false, cwd: typeof svc.cwd === 'string' ? svc.cwd : undefined, ...ids,
     env: { ...baseEnv, ...withPrefixAliases({
       ...(svc.environment as Record<string, string> | undefined),
-      HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/',
+      HUB_SERVICE_NAME: svc.name, HUB_API_TOKEN: svc.api_token, HUB_API_URL: apiUrl, HUB_BASE_URL: config.Hub.base_url,
       HUB_SERVICE_PREFIX: prefix, ...(svc.url ? { HUB_SERVICE_URL: svc.url } : {}),
       HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
@@ -123,6 +126,36 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
       HUB_HOST: subdomains?.hubOrigin ?? '',
     } as Record<string, string>, config.Hub.env_prefix_aliases) },
   };
+}
+
+/**
+ * `timeout` of each service with a url (the established hub 6.0's, default 30 s): how long the hub waits at start for
+ * it to answer HTTP. A hub-managed one that does not (or keeps dying) stops the hub, as the established hub exits;
+ * an external one is a warning. Resolves null when all is well, else why the hub must stop.
+ */
+async function awaitServices(services: ServiceConfig[], children: SupervisedChild[], log: Logger): Promise<string | null> {
+  const signal = new AbortController().signal;
+  const checks = services.filter((s) => typeof s.url === 'string' && s.url.startsWith('http://')).map(async (svc) => {
+    const child = children.find((c) => c.spec.id === `service:${svc.name}`);
+    const timeout = typeof svc.timeout === 'number' ? svc.timeout : 30;
+    try {
+      await waitForHttp(svc.url!, {
+        timeoutMs: timeout * 1000, requestTimeoutMs: 2000, signal,
+        ended: () => (child?.failed ? 'it keeps exiting (restarted too often)' : null),
+      });
+      log.info({ event: 'service.reachable', service: svc.name, url: svc.url }, `service ${svc.name} answers at ${svc.url}`);
+      return null;
+    } catch (e) {
+      const why = `${(e as Error).message.replace(/^the server/, 'it')}`;
+      if (!child) {
+        log.warn({ event: 'service.unreachable', service: svc.name, url: svc.url, timeout }, `cannot connect to external service ${svc.name} at ${svc.url}: ${why}. Is it running?`);
+        return null;
+      }
+      log.fatal({ event: 'service.unreachable', service: svc.name, url: svc.url, timeout }, `hub-managed service ${svc.name} did not answer at ${svc.url}: ${why}; the hub stops (Hub.services timeout)`);
+      return `service ${svc.name} did not start`;
+    }
+  });
+  return (await Promise.all(checks)).find((why) => why !== null) ?? null;
 }
 
 function restartPolicy(config: HubConfig): RestartPolicy {
@@ -135,6 +168,7 @@ function restartPolicy(config: HubConfig): RestartPolicy {
 }
 
 async function start(config: HubConfig): Promise<void> {
+  useBaseUrl(config.Hub.base_url);
   const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format, config.Hub.node_name);
   const spawner = preflightSpawner(config, log);
   // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts
@@ -160,6 +194,7 @@ async function start(config: HubConfig): Promise<void> {
   const policy = restartPolicy(config);
   const children: SupervisedChild[] = [];
   const supervisorStart = processStart(process.pid);
+  let startupSeconds: number | undefined; // from this process's start until the hub first answered its health check
   const recordProcesses = () => {
     const record: ProcessesRecord = {
       supervisor: process.pid,
@@ -168,6 +203,7 @@ async function start(config: HubConfig): Promise<void> {
       starts: Object.fromEntries(children.filter((c) => c.pid).map((c) => [c.spec.id, processStart(c.pid!)])),
       restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
       failed: children.filter((c) => c.failed).map((c) => c.spec.id),
+      ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;
@@ -176,6 +212,10 @@ async function start(config: HubConfig): Promise<void> {
   };
   // Children get what they need to run, not the supervisor's whole environment.
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
+  const metricsProblems = metricsEnvProblems(process.env);
+  if (metricsProblems.length) throw new ConfigError(metricsProblems);
+  const metricsEnv = Object.fromEntries(METRICS_ENV.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
   // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
   // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
   // A cluster's members admit each other and every node's actors with one token: it must be given to each node.
@@ -220,7 +260,7 @@ async function start(config: HubConfig): Promise<void> {
         id: i > 1 ? `${actor}-${i}` : actor, command: process.execPath, ipc: true,
         args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
         env: {
-          ...baseEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(actor === 'auth' ? cryptEnv : {}),
+          ...baseEnv, ...metricsEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(actor === 'auth' ? cryptEnv : {}),
           ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}),
         },
       }, policy, log, recordProcesses));
@@ -232,12 +272,12 @@ async function start(config: HubConfig): Promise<void> {
   }
 
   let stopping: Promise<void> | undefined;
-  const stopAll = (signal: string) => (stopping ??= (async () => {
+  const stopAll = (signal: string, code = 0) => (stopping ??= (async () => {
     log.info({ event: 'supervisor.stopping', signal }, 'stopping the hub');
     for (const child of [...children].reverse()) await child.stop();
     rmSync(processesFile(dataDir), { force: true });
     log.info({ event: 'supervisor.stopped' }, 'hub stopped');
-    process.exit(0);
+    process.exit(code);
   })());
   process.on('SIGTERM', () => void stopAll('SIGTERM'));
   process.on('SIGINT', () => void stopAll('SIGINT'));
@@ -269,12 +309,20 @@ async function start(config: HubConfig): Promise<void> {
   // issue 13: a readable last line of start-up (where to go, how to get in); see shared/ready-line.ts. Listening
   // before anything is awaited: the auth actor sends the first-admin set-up code over IPC as soon as it runs.
   // (a node without a gateway has no front door of its own to announce)
-  if (config.Supervisor.actors.includes('gateway')) void announceReady(config, log, children.find((c) => c.spec.id === 'auth'));
+  if (config.Supervisor.actors.includes('gateway')) {
+    void announceReady(config, log, children.find((c) => c.spec.id === 'auth')).then((healthy) => {
+      if (!healthy || stopping) return;
+      startupSeconds = process.uptime();
+      recordProcesses();
+    });
+  }
   if (config.Supervisor.actors.includes('gateway')) {
     const host = ['0.0.0.0', '::', ''].includes(config.Hub.ip) ? '127.0.0.1' : config.Hub.ip;
     await waitForPort(config.Hub.port, FRONT_DOOR_FIRST_MS, 'the gateway', host).catch(() => undefined);
   }
   for (const child of rest) if (!apiPath.includes(child)) child.start();
+  // (a stop meanwhile ends the process, and these waits with it)
+  void awaitServices(services, children, log).then((why) => (why && !stopping ? stopAll(why, 1) : undefined));
   log.info({ event: 'supervisor.started', ms: Date.now() - t0, url: `http://${config.Hub.ip}:${config.Hub.port}`, node: config.Hub.node_name,
     actors: config.Supervisor.actors, gateways: config.Supervisor.actors.includes('gateway') ? config.Supervisor.gateways : 0 }, 'hub starting');
 }

@@ -5,6 +5,7 @@ import { ConfigError, loadConfig, type HubConfig } from '../shared/config.js';
 import { HubError } from '../shared/errors.js';
 import { commandOf, parseArgs, UsageError, type ArgSpec } from './args.js';
 import { CliError } from './hub.js';
+import { useBaseUrl } from '../shared/urls.js';
 
 export interface VerbInput {
   config: HubConfig;
@@ -47,6 +48,22 @@ const VERBS: Record<string, Verb> = {
     help: ['the audit trail, one line per event (JSON lines with --json); --follow waits for new',
       "events until Ctrl-C; --type and --who take globs (`--who alice` also finds user:alice)"],
     run: async () => (await import('./audit.js')).audit,
+  },
+  import: {
+    positional: [1, 1], flags: { db: 'value', 'dry-run': 'boolean' }, missing: 'what to import from ("jupyterhub")',
+    usage: 'import jupyterhub --db URL [--dry-run]',
+    help: ["bring the established hub's database over (a SQLite file or a postgresql:// URL): users, groups,",
+      'roles, API tokens (every token keeps working), named servers, shares, share codes, services, auth state',
+      '(with JUPYTERHUB_CRYPT_KEY); --dry-run prints what would change. The hub must be stopped'],
+    run: async () => (await import('./import-jupyterhub.js')).importVerb,
+  },
+  'import-config': {
+    positional: [1, 1], flags: { out: 'value', force: 'boolean', json: 'boolean' }, missing: 'the established hub\'s config file',
+    usage: 'import-config jupyterhub_config.py [--out hub-config.json] [--force] [--json]',
+    help: ["an established hub's (JupyterHub 6.1) config file made this hub's: loaded by its own loader,",
+      'written to --out (default hub-config.json, never over a file without --force) with a report of what was',
+      'carried, what was not and why, and the Python (hooks, classes) to port by hand, with lines; --json: as JSON'],
+    run: async () => (await import('./import-config.js')).importConfig,
   },
   help: {
     positional: [0, 1], usage: 'help [COMMAND]',
@@ -95,6 +112,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     const { positional, flags, configArgs } = parseArgs(name, argv.slice(1), verb);
     const config = await loadConfig({ argv: configArgs });
+    useBaseUrl(config.Hub.base_url);
     return await (await verb.run())({ config, positional, flags });
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

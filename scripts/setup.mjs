@@ -169,12 +169,13 @@ function installJupyterHubForBench() {
  * The JupyterLab tests (test/web/jupyterlab.test.ts) run the established hub's current single-user server with
  * JupyterLab 4 behind this hub, and its idle culler as a hub-managed service: a pinned venv inside the repository
  * (gitignored), made with Debian's python3 (never installing into it). The stamp holds the pinned set, so a
- * changed pin reinstalls from scratch; a test finds the venv by the same path and stamp. Only for tests.
+ * changed pin reinstalls from scratch; a test finds the venv by the same path and stamp. Only for tests, and for
+ * `hub import-config` (`--for-import`), which loads an established hub's config file with that jupyterhub's traitlets.
  */
 const JUPYTER_TEST_VENV = join(root, '.cache', 'jupyter-6.1');
 const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0'];
 function installJupyterLabForTests() {
-  if (!process.argv.includes('--for-tests')) return;
+  if (!process.argv.includes('--for-tests') && !process.argv.includes('--for-import')) return;
   const venv = JUPYTER_TEST_VENV;
   const stamp = join(venv, '.installed');
   const want = `${JUPYTER_TEST_PINS.join('\n')}\n`;

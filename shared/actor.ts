@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './audit.js';
 import { readResolvedConfig, type HubConfig } from './config.js';
+import { useBaseUrl } from './urls.js';
 import type { ActorHandlers, Client, Handlers, ServiceActor } from './contracts/index.js';
 import { createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
 import { createLogger, type Logger } from './log.js';
@@ -59,6 +60,7 @@ export interface ActorOptions {
 
 export async function runActor<A extends ActorName>(actor: A, setup: (ctx: ActorContext) => Promise<ActorParts<A>>, options: ActorOptions = {}): Promise<void> {
   const config = readResolvedConfig();
+  useBaseUrl(config.Hub.base_url);
   const node = config.Hub.node_name;
   const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format, node);
   setNodeName(node);

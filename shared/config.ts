@@ -8,10 +8,12 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { invalidNameReason } from './names.js';
-import { ACTORS as ALL_ACTORS } from './paths.js';
+import { finishPendingImport } from './import-journal.js';
+import { ACTORS as ALL_ACTORS, importedConfigPath } from './paths.js';
 import { isValidRoleName } from './roles.js';
 import { validateScopes } from './scopes.js';
 import { pushAll } from './lists.js';
+import { invalidBaseUrlReason, normaliseBaseUrl, underPrefix } from './urls.js';
 
 type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
 
@@ -85,13 +87,15 @@ export const SCHEMA = {
     active_server_limit: { kind: 'integer', default: 0, help: 'running or starting servers, hub-wide, before 429 (0 = no limit)', min: 0 },
     cleanup_servers: { kind: 'boolean', default: true, help: 'stop single-user servers when the hub shuts down cleanly (false leaves them running, re-adopted at the next start)' },
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth', 'shared-password'] },
-    public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org (default http://<ip>:<port>)' },
+    base_url: { kind: 'string', default: '/', help: 'the path prefix the whole hub is served under, e.g. /jupyter/ (pages and API under /jupyter/hub/, servers under /jupyter/user/<name>/; other paths redirect into it)', check: (v: string) => { const why = invalidBaseUrlReason(v); return why ? [`Hub.base_url: ${JSON.stringify(v)}: ${why}`] : []; } },
+    public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org or https://example.org/jupyter/ (its path, if any, must be Hub.base_url; default http://<ip>:<port>)' },
     subdomain_host: { kind: 'string', default: '', help: 'serve each user\'s servers on a host of their own under this one, as the established hub\'s JupyterHub.subdomain_host: "https://hub.example.org" puts the hub\'s pages at that host and alice\'s servers at https://alice.hub.example.org/user/alice/ (needs wildcard DNS, and a wildcard certificate for https); "" = every server under the hub\'s own host', check: checkSubdomainHost },
     subdomain_hook: { kind: 'string', default: 'idna', help: 'how names become host labels with subdomain_host, as the established hub 6.1\'s: "idna" (names that are already valid labels as they are, other Unicode names IDNA-encoded, anything else a safe stub plus a hash; services at <name>--service.<host>) or "legacy" (percent-escapes with "_"; every service at services.<host>)', choices: ['idna', 'legacy'] },
     cookie_host_prefix_enabled: { kind: 'boolean', default: false, help: 'the hub\'s login cookie and servers\' OAuth cookies are named "__Host-…" (Secure, path "/", never settable by a sibling host), which stops a user\'s server from planting cookies for the hub; meant with subdomain_host, and needs https' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     shutdown_on_logout: { kind: 'boolean', default: false, help: 'logging out stops the person\'s running servers first' },
+    allow_token_in_url: { kind: 'boolean', default: true, help: 'API requests may carry their token as ?token= (the seed\'s contract); false: only in the Authorization header, as the established hub 5.0+ reads it (a token in a URL ends up in logs, history and Referer headers)' },
     oauth_require_pkce: { kind: 'boolean', default: false, help: 'OAuth clients of the hub (servers, services) must send a PKCE code_challenge with each authorization request (the hub\'s own servers always do)' },
     token_expires_in_max_seconds: { kind: 'integer', default: 0, help: 'longest lifetime of an API token made through the API or the token page, in seconds (0 = no limit); a token asked without an expiry gets this one', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
@@ -184,6 +188,7 @@ export const SCHEMA = {
     password_form: { kind: 'boolean', default: false, help: 'with an identity provider (oauth): the sign-in page also shows a name-and-password form for the hub\'s own passwords (set by an admin: `hub set-password`), e.g. for a break-glass admin; the allow options apply to it as to the provider\'s logins' },
     auto_login: { kind: 'boolean', default: false, help: 'the sign-in page sends the browser straight to the identity provider instead of showing its "Sign in with …" button' },
     manage_groups: { kind: 'boolean', default: false, help: 'hub groups follow what the authenticator says at each login and refresh (created when missing); group membership is then read-only in the API and the admin page' },
+    manage_roles: { kind: 'boolean', default: false, help: 'a user\'s roles follow what the authenticator says at each login and refresh (names of Hub.load_roles roles; oauth: OAuthenticator.claim_roles_key); Hub.load_roles may then not assign roles to users or groups' },
     enable_auth_state: { kind: 'boolean', default: false, help: 'keep what a login returns (tokens, user info, directory attributes) encrypted with HUB_CRYPT_KEY (32 bytes in hex; several, separated by ";", the first encrypting, to rotate); readable with admin:auth_state' },
     auth_state_environment: { kind: 'string-map', default: {}, help: 'environment variable -> auth state field (a dotted path, e.g. "access_token" or "user.email") given to each server at its start, refreshed first with refresh_pre_spawn; needs enable_auth_state', check: checkAuthStateEnvironment },
   },
@@ -243,6 +248,7 @@ export const SCHEMA = {
     allowed_users: { kind: 'string-list', default: [], help: 'who may log in through the provider (added to Authenticator.allowed_users)' },
     admin_users: { kind: 'string-list', default: [], help: 'provider users who are hub admins (added to Authenticator.admin_users)' },
     auth_state_groups_key: { kind: 'string', default: 'groups', help: 'the claim (a dotted path into the id_token claims and user info) that lists the person\'s groups' },
+    claim_roles_key: { kind: 'string', default: 'roles', help: 'with Authenticator.manage_roles: the claim (a dotted path, e.g. realm_access.roles) that lists the person\'s hub roles' },
     allowed_groups: { kind: 'string-list', default: [], help: 'provider groups whose members may log in' },
     admin_groups: { kind: 'string-list', default: [], help: 'provider groups whose members are hub admins' },
     logout_redirect_url: { kind: 'string', default: '', help: 'where the browser goes after the hub\'s logout ("" = the provider\'s end-session endpoint when it has one, else the login page)' },
@@ -305,9 +311,17 @@ function checkNatsUrls(v: string): string[] {
 function crossChecks(c: HubConfig): string[] {
   const h = c.Hub;
   const problems: string[] = [];
+  // the established hub 5.0's rule: roles the authenticator manages are not also given by the configuration
+  if (c.Authenticator.manage_roles) {
+    const assigning = (h.load_roles as { name?: string; users?: unknown[]; groups?: unknown[] }[]).filter((r) => r.users?.length || r.groups?.length).map((r) => r.name);
+    if (assigning.length) problems.push(`Hub.load_roles: with Authenticator.manage_roles, roles are not assigned to users or groups here (${assigning.join(', ')})`);
+  }
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
+  const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
+  if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);
+  else if (normaliseBaseUrl(publicPath) !== '/' && normaliseBaseUrl(publicPath) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.public_url: its path ${JSON.stringify(publicPath)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
   if (h.subdomain_host && h.public_url && originOf(h.public_url) !== originOf(h.subdomain_host)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} must be at the host of Hub.subdomain_host (${JSON.stringify(h.subdomain_host)}): the hub's pages are there`);
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
@@ -370,10 +384,10 @@ function checkHeaders(map: Record<string, string>): string[] {
 const SERVICE_KEYS: Record<string, Kind> = {
   name: 'string', admin: 'boolean', url: 'string', api_token: 'string', display: 'boolean', oauth_no_confirm: 'boolean',
   environment: 'string-map', user: 'string', cwd: 'string', info: 'object', oauth_client_id: 'string',
-  oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list',
+  oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list', timeout: 'integer',
 };
 
-function checkServices(services: unknown[]): string[] {
+export function checkServices(services: unknown[]): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
   const tokens = new Map<string, string>();
@@ -406,6 +420,7 @@ function checkServices(services: unknown[]): string[] {
       tokens.set(svc.api_token, name ?? where);
     }
     if (typeof svc.url === 'string' && !/^https?:\/\/[^/]+/.test(svc.url)) problems.push(`${label}.url: expected an http(s) URL`);
+    if (typeof svc.timeout === 'number' && svc.timeout < 1) problems.push(`${label}.timeout: seconds to wait for the service at start, at least 1`);
     if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
     if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
       problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
@@ -651,6 +666,7 @@ export function validateConfig(raw: unknown): HubConfig {
   if (problems.length) throw new ConfigError(problems);
   const cross = crossChecks(out as unknown as HubConfig);
   if (cross.length) throw new ConfigError(cross);
+  out.Hub.base_url = normaliseBaseUrl(out.Hub.base_url as string);
   return deepFreeze(out) as unknown as HubConfig;
 }
 
@@ -718,11 +734,36 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
   }
   if (problems.length) throw new ConfigError(problems);
   if (env.HUB_NATS_URL) (merged.Hub ??= {}).nats_url = env.HUB_NATS_URL;
-  const config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
+  let config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
   const dataDir = isAbsolute(config.Hub.data_dir) ? config.Hub.data_dir : resolve(cwd, config.Hub.data_dir);
+  // an import killed after its commit point is finished first: no process ever sees half of one
+  finishPendingImport(dataDir);
+  if (mergeImported(merged, importedConfigPath(dataDir))) config = validateConfig(merged) as typeof config;
   // the host name may not fit a node name (it is one for almost every host): then it is cut to fit
   const nodeName = config.Hub.node_name || hostname().replace(/[^A-Za-z0-9_.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63) || 'node';
   return deepFreeze({ ...config, Hub: { ...config.Hub, data_dir: dataDir, node_name: nodeName } }) as HubConfig;
+}
+
+/**
+ * `hub import jupyterhub` keeps the established hub's roles and services (configuration in both hubs) in the data
+ * dir: they join the operator's own, and a role or service the operator configured by the same name wins whole.
+ */
+function mergeImported(merged: Record<string, Record<string, unknown>>, path: string): boolean {
+  if (!existsSync(path)) return false;
+  let imported: { Hub?: { load_roles?: { name?: unknown }[]; services?: { name?: unknown }[] } };
+  try {
+    imported = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw new ConfigError([`${path}: not the JSON \`hub import jupyterhub\` writes (${(e as Error).message}); import again or remove it`]);
+  }
+  const hub = (merged.Hub ??= {});
+  for (const key of ['load_roles', 'services'] as const) {
+    const own = Array.isArray(hub[key]) ? (hub[key] as { name?: unknown }[]) : [];
+    const names = new Set(own.map((x) => x?.name));
+    const extra = (imported.Hub?.[key] ?? []).filter((x) => !names.has(x?.name));
+    if (extra.length) hub[key] = [...extra, ...own];
+  }
+  return true;
 }
 
 // ---- the resolved copy the supervisor hands to its children ------------------
@@ -748,9 +789,24 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 }
 
 /** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
-/** Where browsers reach the hub: Hub.public_url, else Hub.subdomain_host (as the established hub defaults it), else its own address (what providers send browsers back to). */
+/**
+ * Where browsers reach the hub, without a trailing slash and without Hub.base_url (its origin): Hub.public_url's
+ * origin, else Hub.subdomain_host (as the established hub defaults its public URL), else its own address. Whole URLs
+ * are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
+ */
 export function hubPublicUrl(config: HubConfig): string {
-  return config.Hub.public_url.replace(/\/+$/, '') || config.Hub.subdomain_host.replace(/\/+$/, '') || hubInternalUrl(config);
+  const configured = config.Hub.public_url || config.Hub.subdomain_host;
+  return configured ? new URL(configured).origin : hubInternalUrl(config);
+}
+
+/** A whole URL of the hub as browsers reach it: `publicHubUrl(config, '/hub/login')` → `https://example.org/jupyter/hub/login`. */
+export function publicHubUrl(config: HubConfig, path: string): string {
+  return hubPublicUrl(config) + underPrefix(config.Hub.base_url, path);
+}
+
+/** A whole URL of the hub as its own processes and servers reach it: `internalHubUrl(config, '/hub/api')`. */
+export function internalHubUrl(config: HubConfig, path: string): string {
+  return hubInternalUrl(config) + underPrefix(config.Hub.base_url, path);
 }
 
 export function hubInternalUrl(config: HubConfig): string {

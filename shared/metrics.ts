@@ -73,6 +73,73 @@ export const SPAWN_BUCKETS = [0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 180, 300, 600
 /** Stops, logins, reconciliations: 5 ms to 10 s. */
 export const SLOW_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+// ---- the established hub's families -------------------------------------------------------------------
+// Beside the hub_ families, the ones JupyterHub 6.1 exports, with its names, types, labels, label values and
+// buckets, so its community's Grafana dashboards and alert rules work unchanged. Each is fed by the same
+// measurement as its hub_ twin where there is one (HistogramOptions.also), never by a second timer.
+
+/** Its environment variables, read as it reads them: the prefix (`jupyterhub` unless set; set empty, no prefix), and bucket lists. */
+export const METRICS_PREFIX_ENV = 'JUPYTERHUB_METRICS_PREFIX';
+const SPAWN_BUCKETS_ENV = 'JUPYTERHUB_SERVER_SPAWN_DURATION_SECONDS_BUCKETS';
+const STOP_BUCKETS_ENV = 'JUPYTERHUB_SERVER_STOP_DURATION_SECONDS_BUCKETS';
+/** What the supervisor passes on to every actor (children get a chosen environment, not the whole). */
+export const METRICS_ENV = [METRICS_PREFIX_ENV, SPAWN_BUCKETS_ENV, STOP_BUCKETS_ENV] as const;
+
+/** prometheus_client's default buckets, which the established hub's unlabelled timings keep. */
+export const PROMETHEUS_DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/** A bucket list from `a,b,c` (`inf` allowed and dropped: +Inf is always there), or why not. */
+function parseBuckets(text: string): number[] | string {
+  const values = text.split(',').map((p) => Number(/^\s*[+]?inf(inity)?\s*$/i.test(p) ? Infinity : p.trim() === '' ? NaN : p));
+  if (values.some((v) => Number.isNaN(v))) return 'expected numbers separated by commas';
+  if (values.some((v, i) => i > 0 && v <= values[i - 1])) return 'expected increasing numbers';
+  return values.filter((v) => v !== Infinity);
+}
+
+/** What is wrong with those variables (the supervisor refuses to start with them), one line each. */
+export function metricsEnvProblems(env: NodeJS.ProcessEnv): string[] {
+  const problems: string[] = [];
+  const prefix = env[METRICS_PREFIX_ENV];
+  if (prefix && !METRIC_NAME.test(prefix)) problems.push(`${METRICS_PREFIX_ENV}: "${prefix}" is not a Prometheus metric name prefix (letters, digits, "_" and ":", not starting with a digit)`);
+  for (const name of [SPAWN_BUCKETS_ENV, STOP_BUCKETS_ENV]) {
+    const text = env[name]?.trim();
+    const parsed = text ? parseBuckets(text) : [];
+    if (typeof parsed === 'string') problems.push(`${name}: ${parsed}`);
+  }
+  return problems;
+}
+
+function envBuckets(name: string, fallback: readonly number[]): readonly number[] {
+  const text = process.env[name]?.trim();
+  const parsed = text ? parseBuckets(text) : fallback;
+  if (typeof parsed === 'string') throw new Error(`${name}: ${parsed}`);
+  return parsed;
+}
+
+/** `jupyterhub_<name>`, or another prefix by JUPYTERHUB_METRICS_PREFIX. */
+export function jupyterhubName(name: string): string {
+  const prefix = process.env[METRICS_PREFIX_ENV] ?? 'jupyterhub';
+  if (prefix && !METRIC_NAME.test(prefix)) throw new Error(metricsEnvProblems(process.env)[0]);
+  return prefix ? `${prefix}_${name}` : name;
+}
+
+/** Its spawn buckets (SPAWN_BUCKETS) and stop buckets (prometheus_client's), each replaceable by its variable. */
+export const jupyterhubSpawnBuckets = () => envBuckets(SPAWN_BUCKETS_ENV, SPAWN_BUCKETS);
+export const jupyterhubStopBuckets = () => envBuckets(STOP_BUCKETS_ENV, PROMETHEUS_DEFAULT_BUCKETS);
+
+/**
+ * One of the established hub's histograms: exported from the start, every label set in `ahead` at zero (it makes
+ * its status series ahead so that dashboards and alerts see them before the first event); unlabelled ones too.
+ */
+export function jupyterhubHistogram(name: string, help: string, labelNames: Values = [], buckets: readonly number[] = PROMETHEUS_DEFAULT_BUCKETS,
+  ahead: readonly Values[] = labelNames.length ? [] : [[]], collect?: () => void): HotHistogram {
+  const h = new HotHistogram(jupyterhubName(name), help, labelNames, buckets, { exportEmpty: true, pythonLe: true, collect });
+  for (const values of ahead) h.child(...values);
+  return h;
+}
+
 // ---- label children ---------------------------------------------------------------------------------
 
 type Values = readonly string[];
@@ -82,7 +149,7 @@ class Children<C> {
   private readonly root = new Map<string, unknown>();
   readonly all: { values: Values; child: C }[] = [];
 
-  constructor(private readonly arity: number, private readonly make: () => C) {}
+  constructor(private readonly arity: number, private readonly make: (values: Values) => C) {}
 
   get(values: Values): C {
     if (values.length !== this.arity) throw new Error(`expected ${this.arity} label values, got ${values.length}`);
@@ -95,7 +162,7 @@ class Children<C> {
     const last = this.arity ? values[this.arity - 1] : '';
     let child = node.get(last) as C | undefined;
     if (!child) {
-      child = this.make();
+      child = this.make(values);
       node.set(last, child);
       this.all.push({ values: [...values], child });
     }
@@ -188,7 +255,7 @@ class HistogramCell implements HistogramChild {
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
-  constructor(private readonly bounds: readonly number[]) {
+  constructor(private readonly bounds: readonly number[], private readonly also: HistogramChild | null) {
     this.counts = new Float64Array(bounds.length);
   }
   observe(v: number): void {
@@ -198,17 +265,39 @@ class HistogramCell implements HistogramChild {
     if (i < b.length) this.counts[i]++;
     this.sum += v;
     this.count++;
+    if (this.also !== null) this.also.observe(v);
   }
 }
+
+export interface HistogramOptions {
+  /**
+   * Another family the same measurement feeds (the established hub's name for it): the child of that family for
+   * these label values, looked up once when this child is made, so an observation costs one more addition, no lookup.
+   */
+  also?: (values: Values) => HistogramChild;
+  /** Children made ahead are exported before their first observation, with zero counts (the established hub's families). */
+  exportEmpty?: boolean;
+  /** `le` written as Python's prometheus_client writes it (`1.0`, not `1`), for rules that name a bucket. */
+  pythonLe?: boolean;
+  /** Called before each export (a value known only from outside, read when scraped). */
+  collect?: () => void;
+}
+
+/** 1 → `1.0`, 0.25 → `0.25`: how Python writes a float. */
+const pythonFloat = (n: number): string => (Number.isInteger(n) ? `${n}.0` : String(n));
 
 /** A histogram whose children are created once: an observation is a bucket search and three additions. */
 export class HotHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
   private readonly children: Children<HistogramCell>;
+  private readonly le: readonly (number | string)[];
 
-  constructor(readonly name: string, readonly help: string, readonly labelNames: Values, readonly buckets: readonly number[] = FAST_BUCKETS) {
-    this.children = new Children(labelNames.length, () => new HistogramCell(buckets));
+  constructor(readonly name: string, readonly help: string, readonly labelNames: Values, readonly buckets: readonly number[] = FAST_BUCKETS,
+    private readonly options: HistogramOptions = {}) {
+    const { also } = options;
+    this.children = new Children(labelNames.length, (values) => new HistogramCell(buckets, also ? also(values) : null));
+    this.le = options.pythonLe ? buckets.map(pythonFloat) : buckets;
     register(this);
   }
 
@@ -221,14 +310,16 @@ export class HotHistogram {
   }
 
   get(): { name: string; help: string; type: string; values: MetricValue[]; aggregator: string } {
+    this.options.collect?.();
     const out: MetricValue[] = [];
     for (const { values, child } of this.children.all) {
-      if (child.count === 0) continue; // made ahead (every rpc of a client), never observed: not a series yet
+      // made ahead (every rpc of a client), never observed: not a series yet, unless asked to be one
+      if (child.count === 0 && !this.options.exportEmpty) continue;
       const labels = labelsOf(this.labelNames, values);
       let acc = 0;
       for (let i = 0; i < this.buckets.length; i++) {
         acc += child.counts[i];
-        out.push({ value: acc, labels: { ...labels, le: this.buckets[i] }, metricName: `${this.name}_bucket` });
+        out.push({ value: acc, labels: { ...labels, le: this.le[i] }, metricName: `${this.name}_bucket` });
       }
       out.push({ value: child.count, labels: { ...labels, le: '+Inf' }, metricName: `${this.name}_bucket` });
       out.push({ value: child.sum, labels, metricName: `${this.name}_sum` });

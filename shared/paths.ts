@@ -47,3 +47,17 @@ export function grpcSocketPath(dataDir: string, actor: string, instance = ''): s
 
 export const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'] as const;
 export type ActorName = (typeof ACTORS)[number];
+
+/**
+ * What `hub import jupyterhub` brought over that is configuration here, not a store: the established hub's roles
+ * and services (`{"Hub": {"load_roles": [...], "services": [...]}}`), merged under the operator's own config at
+ * every load (shared/config.ts), and its named servers (`servers.json`), which the spawner writes into its registry
+ * at its next start. Both are replaced whole by each import (renamed into place).
+ */
+export function importedConfigPath(dataDir: string): string {
+  return join(dataDir, 'imported', 'jupyterhub-config.json');
+}
+
+export function importedServersPath(dataDir: string): string {
+  return join(dataDir, 'imported', 'jupyterhub-servers.json');
+}

@@ -14,6 +14,8 @@ export interface ProcessesRecord {
   /** restarts of each child since the hub started, and those given up on (read by the gateway's /hub/metrics) */
   restarts?: Record<string, number>;
   failed?: string[];
+  /** seconds from the supervisor's start until the hub first answered its health check (jupyterhub_hub_startup_duration_seconds) */
+  startup_seconds?: number;
 }
 
 export function processesFile(dataDir: string): string {

@@ -3,7 +3,7 @@
 // IPC channel (not through logs, not over gRPC: that would load a gRPC client, ~12 MB, into the
 // supervisor for one call). It is the one deliberate secret in the output.
 import http from 'node:http';
-import type { HubConfig } from './config.js';
+import { internalHubUrl, publicHubUrl, type HubConfig } from './config.js';
 import type { Logger } from './log.js';
 import type { SupervisedChild } from './supervision.js';
 import { pushAll } from './lists.js';
@@ -27,13 +27,8 @@ export interface SetupCodeMessage { event: typeof SETUP_CODE_MESSAGE; code: stri
 const isSetupCode = (m: unknown): m is SetupCodeMessage =>
   typeof m === 'object' && m !== null && (m as SetupCodeMessage).event === SETUP_CODE_MESSAGE && typeof (m as SetupCodeMessage).code === 'string';
 
-/** The address browsers use: `Hub.public_url` (or `Hub.subdomain_host`), else the gateway's (a wildcard address shown as 127.0.0.1). */
-export function hubPublicUrl(config: HubConfig): string {
-  const configured = config.Hub.public_url || config.Hub.subdomain_host;
-  if (configured) return configured.replace(/\/?$/, '/');
-  const host = config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' || config.Hub.ip === '' ? '127.0.0.1' : config.Hub.ip;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${config.Hub.port}/`;
-}
+/** The address browsers use, under Hub.base_url: `Hub.public_url`'s origin, else the gateway's (a wildcard address shown as 127.0.0.1). */
+const hubAddress = (config: HubConfig): string => publicHubUrl(config, '/');
 
 const setupLines = (url: string, code: string) => [
   `No admin yet: open ${url}hub/setup and enter the one-time set-up code ${code}`,
@@ -42,11 +37,11 @@ const setupLines = (url: string, code: string) => [
 
 /**
  * Waits (bounded) for /hub/health, then prints the ready line and, when the auth actor opened a set-up,
- * its code; a code sent later (the auth actor restarted) is printed when it comes.
+ * its code; a code sent later (the auth actor restarted) is printed when it comes. True once healthy.
  */
 export async function announceReady(config: HubConfig, log: Logger, auth: SupervisedChild | undefined,
-  out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<void> {
-  const url = hubPublicUrl(config);
+  out: (text: string) => void = (t) => process.stdout.write(`${t}\n`)): Promise<boolean> {
+  const url = hubAddress(config);
   let code = '';
   let announced = false;
   if (auth) {
@@ -56,13 +51,13 @@ export async function announceReady(config: HubConfig, log: Logger, auth: Superv
       else code = m.code;
     });
   }
-  const health = `http://${config.Hub.ip === '0.0.0.0' || config.Hub.ip === '::' ? '127.0.0.1' : config.Hub.ip}:${config.Hub.port}/hub/health`;
+  const health = internalHubUrl(config, '/hub/health');
   const budgetMs = Math.max(30_000, config.Supervisor.startup_timeout * 4000);
   const deadline = Date.now() + budgetMs;
   while (!(await healthy(health))) {
     if (Date.now() > deadline) {
       log.warn({ event: 'supervisor.not_ready', seconds: budgetMs / 1000 }, 'the hub did not become healthy: see the lines above');
-      return;
+      return false;
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
@@ -72,4 +67,5 @@ export async function announceReady(config: HubConfig, log: Logger, auth: Superv
   else if (config.Hub.authenticator_class === 'dummy') lines.push('Demo logins (DummyAuthenticator): any name signs in with the configured password.');
   code = '';
   out(lines.join('\n'));
+  return true;
 }

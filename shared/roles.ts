@@ -89,12 +89,13 @@ export function configuredServices(config: HubConfig): ServiceConfig[] {
   return config.Hub.services as ServiceConfig[];
 }
 
-export interface UserFacts { name: string; admin: boolean; groups: string[] }
+export interface UserFacts { name: string; admin: boolean; groups: string[]; /** Authenticator.manage_roles: what the authenticator gave */ managed_roles?: string[] }
 
-/** Role names of a user: `user` always, `admin` for admins, and configured roles naming them or their groups. */
+/** Role names of a user: `user` always, `admin` for admins, the authenticator's (manage_roles), and configured roles naming them or their groups. */
 export function rolesOfUser(book: Map<string, ConfiguredRole>, user: UserFacts): string[] {
   const roles = new Set(['user']);
   if (user.admin) roles.add('admin');
+  for (const r of user.managed_roles ?? []) if (book.has(r)) roles.add(r);
   for (const role of book.values()) {
     if (role.users.includes(user.name) || role.groups.some((g) => user.groups.includes(g))) roles.add(role.name);
   }

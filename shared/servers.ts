@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import { mirrorKv, type KvMirror } from './kv-mirror.js';
 import type { Logger } from './log.js';
 import { decodeJson, type NatsConnection } from './nats.js';
+import { hubUrl } from './urls.js';
 
 export const SERVERS_BUCKET = 'hub_servers';
 
@@ -89,20 +90,24 @@ export function escapeName(name: string): string {
   return encodeURIComponent(name).replace(/%40/g, '@').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-/** A service's URL prefix, `/services/<name>/` (its route, its HUB_SERVICE_PREFIX, its links). */
+/** A service's URL prefix under Hub.base_url, `/services/<name>/` (its route, its HUB_SERVICE_PREFIX, its links). */
 export function servicePrefix(name: string): string {
-  return `/services/${escapeName(name)}/`;
+  return hubUrl(`/services/${escapeName(name)}/`);
 }
 
+/** `/user/<user>[/<server>]/` without Hub.base_url: where the hub's page about the server lives under /hub. */
+const serverPath = (user: string, name: string) => (name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`);
+
+/** A server's URL prefix under Hub.base_url (its record's `url`, its route, its HUB_SERVICE_PREFIX). */
 export function serverUrl(user: string, name: string): string {
-  return name ? `/user/${escapeName(user)}/${escapeName(name)}/` : `/user/${escapeName(user)}/`;
+  return hubUrl(serverPath(user, name));
 }
 
-/** `/hub/<verb>/<user>[/<server>]` (the hub's pages about one server) with the names escaped as everywhere else. */
-export const hubServerPath = (prefix: string, user: string, name: string) => `/hub/${prefix}/${escapeName(user)}${name ? `/${escapeName(name)}` : ''}`;
+/** `/hub/<verb>/<user>[/<server>]` (the hub's pages about one server) under Hub.base_url, with the names escaped as everywhere else. */
+export const hubServerPath = (prefix: string, user: string, name: string) => hubUrl(`/hub/${prefix}/${escapeName(user)}${name ? `/${escapeName(name)}` : ''}`);
 
 /** The hub's page for a server that is not running (where the proxy sends a browser without a route). */
-export const serverPageUrl = (user: string, name: string) => `/hub${serverUrl(user, name)}`;
+export const serverPageUrl = (user: string, name: string) => hubUrl(`/hub${serverPath(user, name)}`);
 /** The hub's page that starts a server (GET: the form, POST: start). */
 export const spawnUrl = (user: string, name: string) => hubServerPath('spawn', user, name);
 /** The hub's page that follows a start. */
@@ -117,7 +122,7 @@ export function serverClientId(user: string, name: string): string {
 }
 
 export function progressUrl(user: string, name: string): string {
-  return name ? `/hub/api/users/${escapeName(user)}/servers/${escapeName(name)}/progress` : `/hub/api/users/${escapeName(user)}/server/progress`;
+  return hubUrl(name ? `/hub/api/users/${escapeName(user)}/servers/${escapeName(name)}/progress` : `/hub/api/users/${escapeName(user)}/server/progress`);
 }
 
 export const isActive = (r: ServerRecord) => r.state === 'spawn' || r.state === 'running' || r.state === 'stop';

@@ -37,6 +37,19 @@ export class Store {
     return store;
   }
 
+  /**
+   * A consistent copy of a store (what its write-ahead log holds included) written to `to`: `hub import` changes
+   * the copy and renames it into place, so the original is never half changed.
+   */
+  static async copy(from: string, to: string): Promise<void> {
+    const source = await Store.openReadOnly(from);
+    try {
+      await source.run('VACUUM INTO ?', [to]);
+    } finally {
+      await source.close();
+    }
+  }
+
   /** migrations[i] takes the schema from version i to i+1; each runs in its own transaction. */
   private async migrate(migrations: readonly string[]): Promise<void> {
     const row = await this.get<{ user_version: number }>('PRAGMA user_version');

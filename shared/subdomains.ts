@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import type { HubConfig } from './config.js';
 import { servicePrefix } from './servers.js';
+import { withinBase } from './urls.js';
 
 export type SubdomainKind = 'user' | 'service';
 export type SubdomainHook = 'idna' | 'legacy';
@@ -153,14 +154,16 @@ export function hostnameOf(hostHeader: string): string {
 }
 
 /**
- * A path of the hub as a browser should follow it: with subdomains `/user/<name>/…` is at that user's host
+ * A path of the hub as a browser should follow it: with subdomains `[<base_url>]user/<name>/…` is at that user's host
  * (`https://alice.hub.example.org/user/alice/…`); anything else, and everything without subdomains, as it is.
  */
 export function browserLocation(sub: Subdomains | null, path: string): string {
-  if (!sub || !path.startsWith('/user/')) return path;
-  const end = path.slice(6).search(/[/?#]/);
+  if (!sub) return path;
+  const inside = withinBase(path); // Hub.base_url aside: `/jupyter/user/alice/` is `/user/alice/`
+  if (inside === null || !inside.startsWith('/user/')) return path;
+  const end = inside.slice(6).search(/[/?#]/);
   try {
-    return sub.userOrigin(decodeURIComponent(end < 0 ? path.slice(6) : path.slice(6, 6 + end))) + path;
+    return sub.userOrigin(decodeURIComponent(end < 0 ? inside.slice(6) : inside.slice(6, 6 + end))) + path;
   } catch {
     return path; // not percent-decodable: no user's host; the proxy answers it on the hub's
   }

@@ -9,7 +9,7 @@ import type { AuthStore, GroupRow, UserRow } from './store.js';
 import { parseSort } from '../../shared/lists.js';
 import { collectAfterBurst } from '../../shared/idle-gc.js';
 
-export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json: string }
+export interface UserModel { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json: string; managed_roles: string[] }
 export interface GroupModel { name: string; users: string[]; properties_json: string; member_count: number; more_members_after: number }
 
 /** A group model lists at most this many members; a bigger group's others are read a page at a time (GroupMembers). */
@@ -61,7 +61,8 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
   }
 
   async function userModels(rows: UserRow[]): Promise<UserModel[]> {
-    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity), user_info_json: r.user_info ?? '' }));
+    return rows.map((r) => ({ name: r.name, admin: r.admin === 1, groups: JSON.parse(r.groups_json) as string[], created: r.created, last_activity: latest(r.name, r.last_activity), user_info_json: r.user_info ?? '',
+      managed_roles: r.managed_roles ? JSON.parse(r.managed_roles) as string[] : [] }));
   }
 
   async function groupModels(rows: GroupRow[]): Promise<GroupModel[]> {
@@ -308,6 +309,17 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       }
     },
 
+    /**
+     * Authenticator.manage_roles: the user's roles become exactly `roles` (names the authenticator gave at a login or
+     * refresh). A change is an event (the tokens actor recomputes the user's scopes, gateways forget the user) and an audit line.
+     */
+    async setUserRoles(name: string, roles: string[], by: string): Promise<void> {
+      const sorted = [...new Set(roles)].sort();
+      if (!(await store.transaction(() => store.setManagedRoles(name, JSON.stringify(sorted))))) return;
+      announce('user', 'updated', { name });
+      void audit.publish('user', 'set_roles', { who: by, what: name, outcome: 'ok', roles: sorted });
+    },
+
     /** What the authenticator says of the person to show (user_info), kept when it changes; gateways hear of it. */
     async setUserInfo(name: string, info: Record<string, string>): Promise<void> {
       if (await store.transaction(() => store.setUserInfo(name, JSON.stringify(info)))) announce('user', 'updated', { name });
@@ -329,14 +341,15 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
  * At a login: the user exists afterwards (created at first login); `admin`, when the authenticator or
  * admin_users says, is set (undefined leaves it as it is: an admin made through the API stays one).
  */
-export function userEnsurer(h: Pick<ReturnType<typeof createAuthHandlers>, 'getUsers' | 'createUser' | 'updateUser'>) {
+export function userEnsurer(store: Pick<AuthStore, 'getUser'>, h: Pick<ReturnType<typeof createAuthHandlers>, 'createUser' | 'updateUser'>) {
   return async (name: string, admin: boolean | undefined): Promise<void> => {
-    const existing = (await h.getUsers({ names: [name] })).users[0];
+    // the row alone: a returning user's login needs no user model (groups, servers, roles)
+    const existing = await store.getUser(name);
     if (!existing) {
       // two first logins of one user at once: the second finds the user made by the first
       await h.createUser({ name, admin: admin ?? false, by: 'actor:auth (login)' }).catch((e: unknown) => {
         if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
       });
-    } else if (admin !== undefined && admin !== existing.admin) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
+    } else if (admin !== undefined && admin !== (existing.admin === 1)) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
   };
 }

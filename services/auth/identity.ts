@@ -6,6 +6,7 @@ import type { AuditPublisher } from '../../shared/audit.js';
 import type { HubConfig } from '../../shared/config.js';
 import type { Logger } from '../../shared/log.js';
 import { invalidNameReason, normalizeUsername } from '../../shared/names.js';
+import { DEFAULT_ROLES } from '../../shared/roles.js';
 import type { AuthStateCrypt } from './auth-state.js';
 import type { Authenticator, Identity } from './authenticators/contract.js';
 import type { AuthStore } from './store.js';
@@ -37,12 +38,14 @@ export interface IdentityDeps {
   setUserGroups: (name: string, groups: string[], by: string) => Promise<void>;
   /** what clients show of the person (user_info) */
   setUserInfo: (name: string, info: Record<string, string>) => Promise<void>;
+  /** the user's roles become exactly `roles` (manage_roles) */
+  setUserRoles: (name: string, roles: string[], by: string) => Promise<void>;
 }
 
 /** user_info keys the established hub's clients read (JupyterLab's user menu), each a short string. */
 const USER_INFO_KEYS = ['name', 'display_name', 'initials', 'avatar_url', 'color'] as const;
 
-export function createIdentity({ config, store, audit, log, authenticator, crypt, ensureUser, setUserGroups, setUserInfo }: IdentityDeps) {
+export function createIdentity({ config, store, audit, log, authenticator, crypt, ensureUser, setUserGroups, setUserInfo, setUserRoles }: IdentityDeps) {
   const A = config.Authenticator;
   const O = config.OAuthenticator;
   const viaProvider = config.Hub.authenticator_class === 'oauth';
@@ -56,6 +59,17 @@ export function createIdentity({ config, store, audit, log, authenticator, crypt
   if (!anyAllowRule && !authenticator.admitsAllByDefault) {
     log.warn({ event: 'auth.nobody_allowed', authenticator: config.Hub.authenticator_class },
       'no allow option is set (allow_all, allowed_users, allowed_groups, allow_existing_users): only admins can log in');
+  }
+
+  /**
+   * Roles an authenticator names must be roles of the hub (Hub.load_roles, or the default ones): the established hub
+   * would create an unknown one with no scopes, which gives nothing; it is left out, and said.
+   */
+  const roleNames = new Set([...DEFAULT_ROLES.map((r) => r.name), ...(config.Hub.load_roles as { name: string }[]).map((r) => r.name)]);
+  function knownRoles(name: string, roles: string[]): string[] {
+    const unknown = roles.filter((r) => !roleNames.has(r));
+    if (unknown.length) log.warn({ event: 'auth.unknown_roles', user: name, roles: unknown.slice(0, 20) }, 'the authenticator names roles the hub does not define (Hub.load_roles): left out');
+    return roles.filter((r) => roleNames.has(r));
   }
 
   /** Who this is on the hub, and whether they may come in. */
@@ -79,6 +93,7 @@ export function createIdentity({ config, store, audit, log, authenticator, crypt
   async function admit(j: Extract<Judgement, { ok: true }>, identity: Identity, by: string): Promise<void> {
     await ensureUser(j.name, j.admin);
     if (A.manage_groups && j.groups) await setUserGroups(j.name, j.groups, by);
+    if (A.manage_roles && identity.roles) await setUserRoles(j.name, knownRoles(j.name, identity.roles), by);
     if (identity.userInfo) {
       const info: Record<string, string> = {};
       for (const k of USER_INFO_KEYS) {

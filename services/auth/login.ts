@@ -6,10 +6,10 @@
 // judge it again. Passwords, codes and tokens never reach a log, an audit event or a message.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
-import { hubPublicUrl, type HubConfig } from '../../shared/config.js';
+import { publicHubUrl, type HubConfig } from '../../shared/config.js';
 import { errors } from '../../shared/errors.js';
 import { cap, type Logger } from '../../shared/log.js';
-import { HotHistogram, SLOW_BUCKETS, secondsSince } from '../../shared/metrics.js';
+import { HotHistogram, jupyterhubHistogram, SLOW_BUCKETS, secondsSince } from '../../shared/metrics.js';
 import { isoNow } from '../../shared/time.js';
 import type { Announce } from '../../shared/nats.js';
 import { AuthStateCrypt, authStateField } from './auth-state.js';
@@ -18,8 +18,10 @@ import { MESSAGES, type IdentityPolicy } from './identity.js';
 import { hashPassword } from './passwords.js';
 import type { AuthStore, SessionRow } from './store.js';
 
+// the established hub's family for the same measurement (its buckets, its series made ahead)
+const establishedLogin = jupyterhubHistogram('login_duration_seconds', 'Login attempts, by status (success, failure)', ['status'], undefined, [['success'], ['failure']]);
 export const loginDuration = new HotHistogram('hub_login_duration_seconds',
-  'Login attempts (form and identity provider), by status: success or failure', ['status'], SLOW_BUCKETS);
+  'Login attempts (form and identity provider), by status: success or failure', ['status'], SLOW_BUCKETS, { also: ([status]) => establishedLogin.child(status) });
 const loginOk = loginDuration.child('success');
 const loginFailed = loginDuration.child('failure');
 
@@ -35,7 +37,7 @@ interface LoginState { allowed?: boolean; admin?: boolean; groups?: string[]; em
 const stateOf = (i: Identity): LoginState => ({ allowed: i.allowed, admin: i.admin, groups: i.groups, email: i.email, authState: i.authState });
 
 /** Where the backend sends browsers back. */
-export const callbackUrl = (config: HubConfig): string => `${hubPublicUrl(config)}/hub/oauth_callback`;
+export const callbackUrl = (config: HubConfig): string => publicHubUrl(config, '/hub/oauth_callback');
 
 export interface LoginDeps {
   config: HubConfig;

@@ -2,7 +2,7 @@
 // and auth state. Wiring only.
 import { runActor } from '../../shared/actor.js';
 import { storePath } from '../../shared/paths.js';
-import { gauge } from '../../shared/metrics.js';
+import { gauge, jupyterhubName } from '../../shared/metrics.js';
 import { createAnnouncer } from '../../shared/nats.js';
 import { errors } from '../../shared/errors.js';
 import { parseJson } from '../../shared/json.js';
@@ -34,7 +34,7 @@ await runActor('auth', async (ctx) => {
     usernameMap: ctx.config.Authenticator.username_map,
   });
 
-  const ensureUser = userEnsurer(h);
+  const ensureUser = userEnsurer(store, h);
   const authenticator = await loadAuthenticator(ctx.config.Hub.authenticator_class, { config: ctx.config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
   // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
   let crypt: AuthStateCrypt | null = null;
@@ -44,7 +44,7 @@ await runActor('auth', async (ctx) => {
     crypt = new AuthStateCrypt(keys.keys);
   }
   const identity = createIdentity({
-    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo,
+    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
   });
   const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
   const prune = setInterval(() => void login.prune(), 600_000);
@@ -61,11 +61,14 @@ await runActor('auth', async (ctx) => {
     counts = await store.userCounts(PERIODS.map(([, ms]) => new Date(Date.now() - ms).toISOString()));
     return counts;
   };
-  gauge('hub_total_users', 'Users in the hub', [], async (g) => g.set((await recount()).total));
-  gauge('hub_active_users', 'Users active within a period (24h, 7d, 30d), recounted at most once a minute', ['period'], async (g) => {
-    const c = await recount();
-    PERIODS.forEach(([period], i) => g.set({ period }, c.active[i]));
-  });
+  // under our names and the established hub's (same count, same period labels)
+  for (const prefix of ['hub_', jupyterhubName('')]) {
+    gauge(`${prefix}total_users`, 'Users in the hub', [], async (g) => g.set((await recount()).total));
+    gauge(`${prefix}active_users`, 'Users active within a period (24h, 7d, 30d), recounted at most once a minute', ['period'], async (g) => {
+      const c = await recount();
+      PERIODS.forEach(([period], i) => g.set({ period }, c.active[i]));
+    });
+  }
 
   // Configured admins exist and are admins from the first start on.
   for (const name of ctx.config.Authenticator.admin_users) {

@@ -60,13 +60,15 @@ const MIGRATIONS = [
    DROP TABLE external_tokens;`,
   // what the authenticator says of the person to show (the established hub 6's user_info), JSON or NULL
   `ALTER TABLE users ADD COLUMN user_info TEXT;`,
+  // Authenticator.manage_roles: the role names the authenticator gave at the last login or refresh, JSON or NULL
+  `ALTER TABLE users ADD COLUMN managed_roles TEXT;`,
 ];
 
 export interface SessionRow { id: string; user_name: string; created: string; refreshed: string; revoked: number }
 /** A session's columns without the login's sealed state (read only where a refresh needs it). */
 const SESSION = 'id, user_name, created, refreshed, revoked';
 
-export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string; user_info: string | null }
+export interface UserRow { id: number; name: string; admin: number; created: string; last_activity: string | null; groups_json: string; user_info: string | null; managed_roles: string | null }
 
 /**
  * A user row with its group names (JSON, in group id order) from one correlated subquery: a page of users is one
@@ -139,6 +141,55 @@ export class AuthStore {
     this.indexLoaded = this.loadIndex(path);
     // handled here too: a store closed while loading (a CLI verb) is no failure; the actor watches indexLoaded itself
     this.indexLoaded.catch(() => undefined);
+  }
+
+  /**
+   * The established hub's users, groups, memberships and auth state (`hub import jupyterhub`), in one transaction
+   * on a store no actor has open (the import's copy). Users and groups are the same when their names are: a second
+   * import updates them (admin flag, created, activity moving forward only, properties; each imported group's
+   * members made exactly the established hub's), never adds them again. `auth_state` is sealed under this hub's key.
+   */
+  static async importJupyterhub(path: string, rows: {
+    users: { name: string; admin: boolean; created: string; last_activity: string | null; user_info: string | null }[];
+    groups: { name: string; properties: string; members: string[] }[];
+    authStates: { name: string; encrypted: string }[];
+  }): Promise<Record<string, { added: number; updated: number }>> {
+    const db = await Store.open(path, MIGRATIONS);
+    try {
+      return await db.transaction(async () => {
+        const users = JSON.stringify(rows.users);
+        const groups = JSON.stringify(rows.groups.map((g) => ({ name: g.name, properties: g.properties })));
+        const members = JSON.stringify(rows.groups.flatMap((g) => g.members.map((m) => [g.name, m])));
+        const J = (f: string) => `json_extract(j.value, '$.${f}')`;
+        const known = async (table: string, param: string) =>
+          (await db.get<{ n: number }>(`SELECT count(*) AS n FROM json_each(?) j WHERE ${J('name')} IN (SELECT name FROM ${table})`, [param]))!.n;
+        const usersKnown = await known('users', users);
+        await db.run(
+          `INSERT INTO users (name, admin, created, last_activity, user_info)
+           SELECT ${J('name')}, ${J('admin')}, ${J('created')}, ${J('last_activity')}, ${J('user_info')} FROM json_each(?) j WHERE true
+           ON CONFLICT (name) DO UPDATE SET admin = excluded.admin, created = excluded.created, user_info = coalesce(excluded.user_info, users.user_info),
+             last_activity = CASE WHEN users.last_activity IS NULL OR excluded.last_activity > users.last_activity THEN excluded.last_activity ELSE users.last_activity END`,
+          [users]);
+        const groupsKnown = await known('groups', groups);
+        await db.run(
+          `INSERT INTO groups (name, properties) SELECT ${J('name')}, ${J('properties')} FROM json_each(?) j WHERE true
+           ON CONFLICT (name) DO UPDATE SET properties = excluded.properties`, [groups]);
+        await db.run(`DELETE FROM group_members WHERE group_id IN (SELECT id FROM groups WHERE name IN (SELECT ${J('name')} FROM json_each(?) j))`, [groups]);
+        await db.run(
+          `INSERT OR IGNORE INTO group_members (group_id, user_id)
+           SELECT g.id, u.id FROM json_each(?) j JOIN groups g ON g.name = json_extract(j.value, '$[0]') JOIN users u ON u.name = json_extract(j.value, '$[1]')`,
+          [members]);
+        await db.run(
+          `INSERT INTO auth_states (user_id, encrypted) SELECT u.id, ${J('encrypted')} FROM json_each(?) j JOIN users u ON u.name = ${J('name')} WHERE true
+           ON CONFLICT (user_id) DO UPDATE SET encrypted = excluded.encrypted`, [JSON.stringify(rows.authStates)]);
+        return {
+          users: { added: rows.users.length - usersKnown, updated: usersKnown },
+          groups: { added: rows.groups.length - groupsKnown, updated: groupsKnown },
+        };
+      });
+    } finally {
+      await db.close();
+    }
   }
 
   /** Opens the store at once; the user index loads behind it (`indexLoaded`). */
@@ -366,6 +417,11 @@ export class AuthStore {
   /** Whether it changed (a login that says the same again writes nothing). */
   async setUserInfo(name: string, json: string): Promise<boolean> {
     return (await this.db.run('UPDATE users SET user_info = ? WHERE name = ? AND user_info IS NOT ?', [json, name, json])).changes > 0;
+  }
+
+  /** Authenticator.manage_roles: true when the roles changed. */
+  async setManagedRoles(name: string, json: string): Promise<boolean> {
+    return (await this.db.run('UPDATE users SET managed_roles = ? WHERE name = ? AND managed_roles IS NOT ?', [json, name, json])).changes > 0;
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {

@@ -1,6 +1,8 @@
 // The gateway's front door: one uWS app, one dispatch. /hub/api answers JSON; other paths get pages.
 // Every request the hub answers itself ends in one place (`finished`): its log line, its duration
-// histogram, and the audit event of a refusal.
+// histogram, and the audit event of a refusal. Under Hub.base_url the prefix is taken off here, once, so
+// the hub routes `/hub/...` whatever the base (URLs it gives out get it back: shared/urls.ts); a path
+// outside the base is sent into it.
 import uWS from 'uWebSockets.js';
 import { API_VERSION, HUB_VERSION, type ActorContext } from '../../shared/actor.js';
 import { asHubError, errors, type HubError } from '../../shared/errors.js';
@@ -14,6 +16,7 @@ import { requestDuration, type Scraper } from './metrics.js';
 import type { Proxy } from './proxy/index.js';
 import { missingCredentials } from './api/router.js';
 import { securityHeaders, STATIC_ASSETS } from './web/html.js';
+import { baseUrl, hubUrl, intoBase, withinBase } from '../../shared/urls.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
@@ -32,6 +35,7 @@ type Handler = (info: RequestInfo, reply: Reply, body: Buffer | null) => Promise
 
 /** The hub's stylesheet and page scripts, from memory; URLs carry a content version, so they may be cached long. */
 function serveStatic(info: RequestInfo, reply: Reply): void {
+  info.route = '/hub/static/*';
   const asset = STATIC_ASSETS.get(info.path.slice('/hub/static/'.length));
   if (!asset) throw errors.notFound(`No such file: ${cap(info.path, 100)}`);
   const headers = { 'Content-Type': asset.type, ETag: asset.etag, 'Cache-Control': 'public, max-age=86400' };
@@ -65,7 +69,8 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   const versions = versionHeaders(ctx.config.Hub.extra_headers);
   const base = compileHeaders({ ...versions, ...securityHeaders(ctx.config) });
   const apiBase = compileHeaders({ ...versions, ...securityHeaders(ctx.config, { api: true }) });
-  const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: '/hub/' });
+  const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: hubUrl('/hub/') });
+  const prefix = baseUrl();
   const routes: Record<string, Record<string, Handler>> = {
     '/': { GET: toHub, HEAD: toHub },
     '/hub/health': {
@@ -150,10 +155,25 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
     await handler(info, reply, body);
   }
 
+  /** A request outside Hub.base_url: a browser is sent into it (`/` → `<base>hub/`), as the established hub does. */
+  function outsideBase(info: RequestInfo, reply: Reply): void {
+    info.route = 'outside-base';
+    reply.base = base;
+    reply.headOnly = info.method === 'HEAD';
+    if (info.method === 'GET' || info.method === 'HEAD') reply.send(302, '', { Location: intoBase(info.path) + (info.query ? `?${info.query}` : '') });
+    else reply.error(errors.notFound(`No such endpoint: the hub is served under ${prefix}`));
+    finished(info, reply);
+  }
+
   return uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
     if (proxy.handle(res, req)) return;
     const reply = new Reply(res);
     const info = snapshot(req, res);
+    if (prefix !== '/') {
+      const inside = withinBase(info.path);
+      if (inside === null) return outsideBase(info, reply);
+      info.path = inside;
+    }
     // the OAuth provider's endpoints under /hub/api/oauth2/ are pages
     reply.base = info.path.startsWith('/hub/api/') && !info.path.startsWith('/hub/api/oauth2/') ? apiBase : base;
     reply.headOnly = info.method === 'HEAD';

@@ -18,7 +18,7 @@ export interface Identity {
   scopes: ReadonlySet<string>;
 }
 
-export interface UserRecord { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json?: string }
+export interface UserRecord { name: string; admin: boolean; groups: string[]; created: string; last_activity: string; user_info_json?: string; managed_roles?: string[] }
 
 /** Cache keys grouped by something many entries share (an owner, a token id), so forgetting them is no scan. */
 class KeysBy {
@@ -97,10 +97,11 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxB
   };
 }
 
-/** What a cached user model costs: its object, its strings and its groups. */
+/** What a cached user model costs: its object, its strings, its groups and roles. */
 const userBytes = (u: UserRecord): number => {
   let n = 120 + stringBytes(u.name) + stringBytes(u.created) + stringBytes(u.last_activity ?? '') + stringBytes(u.user_info_json ?? '');
   for (const g of u.groups) n += 8 + stringBytes(g);
+  for (const r of u.managed_roles ?? []) n += 8 + stringBytes(r);
   return n;
 };
 

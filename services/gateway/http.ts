@@ -5,6 +5,7 @@ import { requestIdFor, type RequestContext } from '../../shared/context.js';
 import type { CallOptions } from '../../shared/contracts/index.js';
 import { errors, httpBody, statusLine, type HubError } from '../../shared/errors.js';
 import { decodeUtf8 } from '../../shared/json.js';
+import { hubUrl } from '../../shared/urls.js';
 import { escapeHtml, page } from './web/html.js';
 
 /** The native build exports getParts; the pure-JS fallback shim does not. */
@@ -267,7 +268,7 @@ export function wantsHtml(info: RequestInfo): boolean {
 /** A readable page for browsers in the hub's look, with the same status an API client would get. */
 export function errorPage(err: HubError): string {
   const retry = err.status === 503 || err.status === 504 ? '<p class="muted">This is usually brief: try again in a moment.</p>' : '';
-  return page(statusLine(err.status), `<p class="error" id="error-message">${escapeHtml(err.message)}</p>${retry}<p><a class="button" href="/hub/home">Back to the hub</a></p>`);
+  return page(statusLine(err.status), `<p class="error" id="error-message">${escapeHtml(err.message)}</p>${retry}<p><a class="button" href="${escapeHtml(hubUrl('/hub/home'))}">Back to the hub</a></p>`);
 }
 
 /** Options for the calls to actors made for this request. */

@@ -5,7 +5,8 @@ import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
 import { subdomainsOf } from '../../shared/subdomains.js';
 
-import { configuredServices, roleBook } from '../../shared/roles.js';
+import { roleBook } from '../../shared/roles.js';
+import { mirrorRuntimeServices, serviceDirectory } from '../../shared/runtime-services.js';
 import { createApi, createIdentify } from './api/index.js';
 import { createApp } from './app.js';
 import { createIdentityCache, createUserCache } from './caches.js';
@@ -57,6 +58,8 @@ await runActor('gateway', async (ctx) => {
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
   const subdomains = subdomainsOf(ctx.config);
   const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6, subdomains);
+  // configured services and, live, those added at run time (KV hub_services)
+  const directory = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6), ctx.log);
   ctx.onNatsStatus((type) => {
     if (type === 'reconnect') {
       identities.clear();
@@ -64,6 +67,7 @@ await runActor('gateway', async (ctx) => {
       web.clear();
       void servers.reload();
       void routes.reload();
+      void directory.reload();
     }
   });
   const activity = createActivityRecorder(ctx.nc, ctx.config.Hub.activity_resolution * 1000, ctx.log);
@@ -76,7 +80,7 @@ await runActor('gateway', async (ctx) => {
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
     config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
-    services: new Map(configuredServices(ctx.config).map((s) => [s.name, s])), tokenUse, subdomains,
+    services: directory.all, directory, tokenUse, subdomains,
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
@@ -106,6 +110,7 @@ await runActor('gateway', async (ctx) => {
       oauth.close();
       router.close();
       servers.stop();
+      directory.stop();
     },
   };
 }, { grpcInstance: (config) => replicaOf(config.Hub.port) });

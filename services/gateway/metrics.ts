@@ -7,15 +7,32 @@ import { join } from 'node:path';
 import { RequestStrategy } from 'nats';
 import { decodeJson, HEARTBEAT_MS, HEARTBEATS_MISSED, INSTANCE_HEADER, type Heartbeat, type NatsConnection } from '../../shared/nats.js';
 import {
-  gauge, HotCounter, HotGauge, HotHistogram, mergeExpositions, natsRequestDuration, PROMETHEUS_CONTENT_TYPE, SLOW_BUCKETS, secondsSince,
+  FAST_BUCKETS, gauge, HotCounter, HotGauge, HotHistogram, jupyterhubHistogram, mergeExpositions, natsRequestDuration, PROMETHEUS_CONTENT_TYPE,
+  SLOW_BUCKETS, secondsSince, type HistogramChild,
 } from '../../shared/metrics.js';
+import type { ProcessesRecord } from '../../shared/processes.js';
 import { ACTORS, runDir } from '../../shared/paths.js';
 import { natsServiceName, subjects } from '../../shared/subjects.js';
+import { establishedHandler } from './handler-names.js';
 
 // ---- what the gateway measures ----------------------------------------------------------------------
 
+// The established hub's names for the same measurement: by the class that answered (handler-names.ts) and the
+// status code; a logout also counts in its logout timing. Each hub_ child finds its twins once, when it is made.
+const establishedRequests = jupyterhubHistogram('request_duration_seconds',
+  'Requests the hub answered itself, by method, handler (the established hub\'s handler class for the route) and status code',
+  ['method', 'handler', 'code']);
+const establishedLogout = jupyterhubHistogram('logout_duration_seconds', 'Logout requests').child();
+const LOGOUT_ROUTE = '/hub/logout';
+const both = (a: HistogramChild, b: HistogramChild): HistogramChild => ({ observe(v) { a.observe(v); b.observe(v); } });
+
 export const requestDuration = new HotHistogram('hub_request_duration_seconds',
-  'Requests the hub answered itself (/hub/...), by method, route pattern and status', ['method', 'route', 'status']);
+  'Requests the hub answered itself (/hub/...), by method, route pattern and status', ['method', 'route', 'status'], FAST_BUCKETS, {
+    also: ([method, route, status]) => {
+      const established = establishedRequests.child(method, establishedHandler(route), status);
+      return route === LOGOUT_ROUTE ? both(established, establishedLogout) : established;
+    },
+  });
 
 export const identityLookups = new HotCounter('hub_token_cache_requests_total',
   'Token checks by the gateway identity cache: hit (answered from memory) or miss (asked the tokens actor)', ['result']);
@@ -46,7 +63,7 @@ export function upstreamConnectionsGauge(counts: () => { active: number; idle: n
 /** Restarts of the supervisor's children, read from the record it keeps in the data dir (run/processes.json). */
 export function supervisorGauges(dataDir: string): void {
   const file = join(runDir(dataDir), 'processes.json');
-  const read = (): { restarts?: Record<string, number>; failed?: string[]; children?: Record<string, unknown> } => {
+  const read = (): Partial<ProcessesRecord> => {
     try {
       return JSON.parse(readFileSync(file, 'utf8'));
     } catch {
@@ -62,6 +79,16 @@ export function supervisorGauges(dataDir: string): void {
   gauge('hub_actor_failed', 'Children the supervisor gave up restarting (1) after too many restarts', ['child'], (g) => {
     g.reset();
     for (const child of Object.keys(last.children ?? {})) g.set({ child }, last.failed?.includes(child) ? 1 : 0);
+  });
+  // the established hub's start-up time: the supervisor records how long this hub took to answer its health check
+  // (once per start of the supervisor; a restarted gateway reports the same start again, as a restarted process would)
+  let startupOf = '';
+  const startup = jupyterhubHistogram('hub_startup_duration_seconds', 'Time the hub took from its start to every actor answering', [], undefined, [[]], () => {
+    const record = read();
+    const which = `${record.supervisor}:${record.supervisor_start}`;
+    if (typeof record.startup_seconds !== 'number' || which === startupOf) return;
+    startupOf = which;
+    startup.observe([], record.startup_seconds);
   });
 }
 

@@ -133,6 +133,25 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
       return clientMessage(row);
     },
 
+    /** A service added at run time (the tokens actor asks, with the token it registered as the secret). */
+    async registerServiceClient(r: { spec_json: string; secret: string }) {
+      let svc: ServiceConfig;
+      try {
+        svc = JSON.parse(r.spec_json);
+      } catch {
+        throw errors.badRequest('spec_json must be a service\'s options as JSON');
+      }
+      if (typeof svc?.name !== 'string' || !r.secret) throw errors.badRequest('a service name and a secret are required');
+      const [spec] = serviceClientSpecs([{ ...svc, api_token: r.secret }], log, subdomainsOf(config));
+      if (!spec) throw errors.badRequest(`service ${svc.name} has no url and no OAuth option: it is not an OAuth client`);
+      if (!spec.redirect_uri) throw errors.badRequest(`Service ${svc.name} has oauth configured, but is missing required oauth_redirect_uri`);
+      const existing = await store.client(spec.client_id);
+      if (existing && existing.service !== svc.name) throw errors.conflict(`OAuth client ${spec.client_id} is the client of ${existing.kind} ${existing.service || existing.user_name}`);
+      const row = await putClient(spec);
+      void audit.publish('oauth_client', 'register', { who: currentRequest()?.who ?? 'actor:tokens', what: spec.client_id, outcome: 'ok' });
+      return clientMessage(row);
+    },
+
     async deleteClient(r: { client_id: string; by: string }) {
       await removeClient(r.client_id, r.by || 'actor:spawner');
       return {};
@@ -187,13 +206,16 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
       return { access_token: minted.token, scope: scopes.join(' '), expires_in: tokenLifetimeS, token_id: minted.model!.id, user: row.user_name };
     },
 
-    /** At start: configured services' clients created or updated; those of services no longer configured removed. */
-    async syncServiceClients(services: ServiceConfig[]): Promise<void> {
+    /**
+     * At start: configured services' clients created or updated; those of services no longer configured removed,
+     * except the clients of services added at run time (`runtime`: their names), kept as registered.
+     */
+    async syncServiceClients(services: ServiceConfig[], runtime: ReadonlySet<string> = new Set()): Promise<void> {
       const specs = serviceClientSpecs(services, log, subdomainsOf(config));
       for (const spec of specs) await putClient(spec);
       const wanted = new Set(specs.map((s) => s.client_id));
       for (const row of await store.clientsOfKind('service')) {
-        if (!wanted.has(row.client_id)) await removeClient(row.client_id, 'actor:oauth (service no longer configured)');
+        if (!wanted.has(row.client_id) && !runtime.has(row.service)) await removeClient(row.client_id, 'actor:oauth (service no longer configured)');
       }
       log.info({ event: 'oauth.service_clients', clients: [...wanted] }, 'service OAuth clients registered');
     },

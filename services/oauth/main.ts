@@ -2,6 +2,7 @@
 import { actorClient, runActor, type ActorContext } from '../../shared/actor.js';
 import { storePath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
+import { mirrorRuntimeServices } from '../../shared/runtime-services.js';
 import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
 import { createOAuthHandlers } from './handlers.js';
 import { OAuthStore } from './store.js';
@@ -13,7 +14,7 @@ await runActor('oauth', async (ctx) => {
   const tokens = actorClient(ctx, 'tokens');
   const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log });
 
-  await h.syncServiceClients(configuredServices(ctx.config));
+  await h.syncServiceClients(configuredServices(ctx.config), await runtimeServiceNames(ctx));
   await h.pruneServerClients(await liveServerClients(ctx));
   await h.purgeCodes();
   const purge = setInterval(() => void h.purgeCodes().catch((err) => ctx.log.warn({ event: 'oauth.purge.failed', err }, 'expired codes not purged')), HOUR_MS);
@@ -21,7 +22,7 @@ await runActor('oauth', async (ctx) => {
 
   return {
     grpc: {
-      RegisterServerClient: h.registerServerClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
+      RegisterServerClient: h.registerServerClient, RegisterServiceClient: h.registerServiceClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
       IssueCode: h.issueCode, ExchangeCode: h.exchangeCode,
     },
     close: async () => {
@@ -37,4 +38,11 @@ async function liveServerClients(ctx: ActorContext): Promise<Set<string>> {
   const registry = await mirrorServers(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
   registry.stop();
   return new Set([...registry.values()].filter(isActive).map((r) => serverClientId(r.user, r.name)));
+}
+
+/** Names of the services added at run time (KV `hub_services`), read once: their clients are theirs, not stale. */
+async function runtimeServiceNames(ctx: ActorContext): Promise<Set<string>> {
+  const runtime = await mirrorRuntimeServices(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
+  runtime.stop();
+  return new Set([...runtime.values()].map((s) => s.name));
 }

@@ -3,6 +3,7 @@ import { runActor } from '../../shared/actor.js';
 import { mirrorKv } from '../../shared/kv-mirror.js';
 import { decodeJson } from '../../shared/nats.js';
 import { configuredServices } from '../../shared/roles.js';
+import { mirrorRuntimeServices, serviceDirectory } from '../../shared/runtime-services.js';
 import { decodeRoute, ROUTES_BUCKET, type Route } from '../../shared/routes.js';
 import { mirrorServers } from '../../shared/servers.js';
 import { hubInternalUrl } from '../../shared/config.js';
@@ -11,7 +12,7 @@ import { subdomainsOf } from '../../shared/subdomains.js';
 import { routableServices, serverRoutes } from './desired.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
-/** A full comparison of the bucket with the configured services this often (and at start). */
+/** A full comparison of the bucket with the services this often (and at start, and at once when a service comes or goes). */
 const RECONCILE_INTERVAL_MS = 60_000;
 const LIST_PAGE_MAX = 10_000;
 
@@ -24,17 +25,21 @@ await runActor('proxy-router', async (ctx) => {
   const servers = await mirrorServers(ctx.nc, ctx.log, loadTimeoutMs);
   // with Hub.subdomain_host, services and servers are routed at hosts of their own
   const subdomains = subdomainsOf(ctx.config);
+  // configured services and, live, those added at run time (each change reconciles at once)
+  const configured = routableServices(configuredServices(ctx.config), ctx.log, subdomains);
+  const services = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, loadTimeoutMs), ctx.log);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
     // The gateway answers hub paths itself; the route's target says where the hub is reachable.
     hubTarget: hubInternalUrl(ctx.config),
-    services: routableServices(configuredServices(ctx.config), ctx.log, subdomains),
+    services: () => [...configured, ...[...services.all.values()].filter((s) => !services.fromConfig(s.name)).map((s) => ({ name: s.name, url: s.url, host: subdomains?.serviceHost(s.name) ?? '' }))],
     serverRoutes: () => serverRoutes(servers.values(), subdomains),
     initial: new Map([...bucket.values()].map((r) => [r.routespec, r])),
   });
 
   // Events and reconciliations go through one queue, so a list taken before an event is applied before it.
   const periodic = reconcilePeriodically(reconciler, RECONCILE_INTERVAL_MS, ctx.log);
+  services.onChange((name) => periodic.now(name ? `service ${name} added or removed` : 'services reloaded'));
   const subs = [
     ctx.nc.subscribe(subjects.event('activity', 'proxy'), { callback: (_e, m) => reconciler.noteActivity(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}) }),
     ctx.nc.subscribe(subjects.event('route', 'unreachable'), {
@@ -44,7 +49,10 @@ await runActor('proxy-router', async (ctx) => {
   ];
 
   ctx.onNatsStatus((type) => {
-    if (type === 'reconnect') void servers.reload();
+    if (type === 'reconnect') {
+      void servers.reload();
+      void services.reload();
+    }
   });
 
   return {
@@ -60,6 +68,7 @@ await runActor('proxy-router', async (ctx) => {
       periodic.stop();
       for (const s of subs) s.unsubscribe();
       servers.stop();
+      services.stop();
     },
   };
 });

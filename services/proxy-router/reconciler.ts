@@ -4,7 +4,7 @@
 import type { KV } from 'nats';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { Logger } from '../../shared/log.js';
-import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
+import { gauge, HotCounter, HotHistogram, jupyterhubHistogram, secondsSince, SLOW_BUCKETS } from '../../shared/metrics.js';
 import { deleteRoute, putRoute, type Route } from '../../shared/routes.js';
 import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desired.js';
 
@@ -12,14 +12,20 @@ import { desiredRoutes, planChanges, type Plan, type ServiceFacts } from './desi
 const WRITE_CONCURRENCY = 64;
 
 const routeChanges = new HotCounter('hub_proxy_route_changes_total', 'Changes to the routing table, by change (add, repoint, remove)', ['change']);
-const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS);
+// the established hub's families: its check_routes (the same measurement), and its proxy poll, which here is
+// reading the table and working out what differs (the table is this actor's own, in memory: no proxy to ask)
+const establishedCheckRoutes = jupyterhubHistogram('check_routes_duration_seconds', 'Full reconciliations of the routing table').child();
+const establishedPoll = jupyterhubHistogram('proxy_poll_duration_seconds', 'Reading the whole routing table to compare it with what should be routed').child();
+const reconcileDuration = new HotHistogram('hub_check_routes_duration_seconds', 'Full reconciliations of the routing table', [], SLOW_BUCKETS,
+  { also: () => establishedCheckRoutes });
 
 export interface ReconcilerDeps {
   kv: KV;
   log: Logger;
   audit: AuditPublisher;
   hubTarget: string;
-  services: ServiceFacts[];
+  /** the services to route as they stand now (configured ones and those added at run time) */
+  services(): ServiceFacts[];
   /** the routes of running servers, from the server registry (gateways route them from the same registry) */
   serverRoutes(): Map<string, Route>;
   /** the table as it stands in the bucket at start */
@@ -78,7 +84,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     /** Compares what should exist with the table and makes the difference. */
     reconcile: (reason: string): Promise<Outcome> => serially(async () => {
       const start = performance.now();
-      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services), actual);
+      const plan = planChanges(desiredRoutes(deps.hubTarget, deps.services()), actual);
+      establishedPoll.observe(secondsSince(start));
       await apply(plan, reason);
       lastReconciled = new Date().toISOString();
       reconcileDuration.observe([], secondsSince(start));
@@ -156,6 +163,8 @@ export function reconcilePeriodically(reconciler: Reconciler, intervalMs: number
   void run('start');
   return {
     soon: (reason: string) => at(1000, reason),
+    /** at once (a service added or removed: its route should follow the API's answer closely) */
+    now: (reason: string) => at(0, reason),
     stop(): void {
       stopped = true;
       clearTimeout(timer);

@@ -4,14 +4,17 @@
 import { join } from 'node:path';
 import type { AuditPublisher } from '../../shared/audit.js';
 import type { EventChange } from '../../shared/subjects.js';
-import { hubInternalUrl, hubPublicUrl, type HubConfig } from '../../shared/config.js';
+import { hubPublicUrl, internalHubUrl, publicHubUrl, type HubConfig } from '../../shared/config.js';
 import { outsideRequest } from '../../shared/context.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { OAuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { parseJson } from '../../shared/json.js';
 import { withPrefixAliases } from '../../shared/environment.js';
 import type { Logger } from '../../shared/log.js';
-import { gauge, HotCounter, HotHistogram, secondsSince, SLOW_BUCKETS, SPAWN_BUCKETS } from '../../shared/metrics.js';
+import {
+  gauge, HotCounter, HotHistogram, jupyterhubHistogram, jupyterhubName, jupyterhubSpawnBuckets, jupyterhubStopBuckets, secondsSince, SLOW_BUCKETS,
+  SPAWN_BUCKETS,
+} from '../../shared/metrics.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../shared/paths.js';
 import { chooseProfile, groupOverridesFor, limitsOf, sectionFor, userOptionSettings, type StartChoice } from '../../shared/profiles.js';
 import {
@@ -64,7 +67,33 @@ const spawnFailedTimer = spawnDuration.child('failure');
 const spawnFailures = new HotCounter('hub_server_spawn_failures_total',
   'Server starts that did not succeed, by reason (throttled, too_many_users, timeout, exited, launch_error, cancelled, error)', ['reason']);
 const rateLimited = new HotCounter('hub_rate_limited_total', 'Requests answered 429, by reason (concurrent_spawn_limit, active_server_limit)', ['reason']);
-const stopDuration = new HotHistogram('hub_server_stop_seconds', 'Server stops, by status (success, failure)', ['status'], SLOW_BUCKETS);
+
+// The established hub's families (its label values; series it makes ahead are exported from the start), fed by the
+// same measurements as the hub_ ones. Its spawn status: success; failure, a start refused or called off (reason
+// throttled, too-many-users, already-pending, or none); error, a start that broke (reason exited when the server died).
+const established = {
+  spawn: jupyterhubHistogram('server_spawn_duration_seconds', 'Server starts, from request to ready, refused or failed, by status and reason',
+    ['status', 'reason'], jupyterhubSpawnBuckets(),
+    [['success', ''], ['failure', ''], ['error', ''], ['failure', 'throttled'], ['failure', 'too-many-users'], ['failure', 'already-pending']]),
+  stop: jupyterhubHistogram('server_stop_seconds', 'Server stops, by status (success, failure)', ['status'], jupyterhubStopBuckets(), [['success'], ['failure']]),
+  poll: jupyterhubHistogram('server_poll_duration_seconds', 'Asking a backend whether a server still runs, by answer (running, stopped)', ['status'], undefined, [['running'], ['stopped']]),
+  routeAdd: jupyterhubHistogram('proxy_add_duration_seconds', 'Routing a started server: its record written and every gateway routing it, by status (success, failure)', ['status'], undefined, [['success'], ['failure']]),
+  routeDelete: jupyterhubHistogram('proxy_delete_duration_seconds', 'Unrouting a stopped server (its record written stopped), by status (success, failure)', ['status'], undefined, [['success'], ['failure']]),
+  init: jupyterhubHistogram('init_spawners_duration_seconds', 'Time the spawner took at its start to adopt, resume or clean up the servers a previous one left').child(),
+};
+const establishedSpawnOk = established.spawn.child('success', '');
+const polled = { running: established.poll.child('running'), stopped: established.poll.child('stopped') };
+const routeAdded = { success: established.routeAdd.child('success'), failure: established.routeAdd.child('failure') };
+const routeDeleted = { success: established.routeDelete.child('success'), failure: established.routeDelete.child('failure') };
+
+const stopDuration = new HotHistogram('hub_server_stop_seconds', 'Server stops, by status (success, failure)', ['status'], SLOW_BUCKETS,
+  { also: ([status]) => established.stop.child(status) });
+
+/** The established hub's status and reason for a start that failed (failureReason's words). */
+function establishedFailure(reason: string): [string, string] {
+  if (reason === 'cancelled') return ['failure', ''];
+  return ['error', reason === 'exited' ? 'exited' : ''];
+}
 
 /** Why a start failed, as a bounded label. */
 function failureReason(e: unknown, cancelled: boolean): string {
@@ -160,10 +189,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   });
   // this node's servers (each node's spawner reports its own; the registry copy holds every node's)
   gauge('hub_running_servers', 'Servers running', [], (g) => g.set(registry.all().filter((r) => r.state === 'running' && ours(r)).length));
+  // the established hub's count is the hub's: every node's servers (the registry copy holds them all), so every
+  // node's spawner reports the same number, which the dashboards read with max()
+  gauge(jupyterhubName('running_servers'), 'Servers running in the whole hub (every node)', [], (g) => g.set(registry.all().filter((r) => r.state === 'running').length));
   gauge('hub_pending_spawns', 'Servers starting: asked for, not ready yet (includes the queued ones)', [], (g) => g.set(registry.all().filter((r) => r.state === 'spawn' && ours(r)).length));
   gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
   gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop' && ours(r)).length));
-  const apiUrl = `${hubInternalUrl(config)}/hub/api`;
+  const apiUrl = internalHubUrl(config, '/hub/api');
   // Where browsers reach the hub, only when Hub.public_url or Hub.subdomain_host says so (the established hub leaves the
   // public URLs empty otherwise); with subdomain_host a server's own URLs are at its user's host
   const subdomains = subdomainsOf(config);
@@ -213,13 +245,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       // as the established hub passes them: bytes, and cores
       ...(limits.memBytes !== null ? { MEM_LIMIT: String(limits.memBytes) } : {}),
       ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
-      HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: '/', HUB_CLIENT_ID: clientId, HUB_USER: r.user,
+      HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: config.Hub.base_url, HUB_CLIENT_ID: clientId, HUB_USER: r.user,
       HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
       HUB_OAUTH_CALLBACK_URL: `${browserUrl(r)}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
       // the public URLs of this server and of the hub ("" without Hub.public_url or subdomain_host); HUB_HOST: the hub's
       // origin with per-user subdomains (the server's links and OAuth redirects to the hub name it), else ""
-      HUB_PUBLIC_URL: subdomains ? browserUrl(r) : publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && `${publicOrigin}/hub/`,
+      HUB_PUBLIC_URL: subdomains ? browserUrl(r) : publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && publicHubUrl(config, '/hub/'),
       HUB_HOST: subdomains?.hubOrigin ?? '',
       HUB_COOKIE_HOST_PREFIX_ENABLED: config.Hub.cookie_host_prefix_enabled ? '1' : '0', ...cookieOptions,
       // what the single-user server reads of Spawner's options, set only when they are, as the established hub sets them
@@ -246,11 +278,19 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** null while it runs; why it ended, once it has (asks the backend when it cannot tell us itself). */
+  /** The backend's answer whether the server still runs, timed (the established hub's poll duration). */
+  async function poll(r: ServerRecord) {
+    const asked = performance.now();
+    const p = await backend(r.spawner_class).poll(r.spawner_state);
+    (p.running ? polled.running : polled.stopped).observe(secondsSince(asked));
+    return p;
+  }
+
   async function endedReason(r: ServerRecord): Promise<string | null> {
     const l = localOf(r);
     if (l.ended) return describeExit(l.ended);
     if (l.watched) return null;
-    const p = await backend(r.spawner_class).poll(r.spawner_state);
+    const p = await poll(r);
     return p.running ? null : describeExit(p);
   }
 
@@ -331,14 +371,19 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       });
       answered();
       await markReady(r, 'ready');
-      spawnSucceeded.observe(secondsSince(start));
+      const took = secondsSince(start);
+      spawnSucceeded.observe(took);
+      establishedSpawnOk.observe(took);
       log.info({ event: 'server.started', server: label(r), pid: r.pid, by, ms: Math.round(performance.now() - start) }, 'server ready');
       void audit.publish('server', 'start', { who: by, what: label(r), outcome: 'ok', pid: r.pid });
     } catch (e) {
       const cancelled = abort.signal.aborted;
       const reason = (e as Error).message;
-      spawnFailedTimer.observe(secondsSince(start));
-      spawnFailures.inc(failureReason(e, cancelled));
+      const took = secondsSince(start);
+      const why = failureReason(e, cancelled);
+      spawnFailedTimer.observe(took);
+      established.spawn.observe(establishedFailure(why), took);
+      spawnFailures.inc(why);
       if (Object.keys(r.spawner_state).length) {
         await b.stop(r.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((err: Error) =>
           log.warn({ event: 'server.spawn.cleanup_failed', server: label(r), err: err.message }, 'failed start not cleaned up'));
@@ -389,8 +434,16 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
    */
   async function markReady(r: ServerRecord, change: 'ready' | 'adopted'): Promise<void> {
     r.state = 'running';
-    const revision = await registry.save(r);
-    const seen = await gatewaysHaveApplied(revision);
+    const routing = performance.now();
+    let seen: Awaited<ReturnType<typeof gatewaysHaveApplied>>;
+    try {
+      seen = await gatewaysHaveApplied(await registry.save(r));
+    } catch (e) {
+      if (change === 'ready') routeAdded.failure.observe(secondsSince(routing));
+      throw e;
+    }
+    // what the established hub times as adding the route to its proxy (an adoption is its start-up's route check)
+    if (change === 'ready') (seen.confirmed < seen.gateways ? routeAdded.failure : routeAdded.success).observe(secondsSince(routing));
     if (seen.confirmed < seen.gateways) log.warn({ event: 'server.route.unconfirmed', server: label(r), ...seen }, 'not every gateway confirmed the route in time');
     if (registry.get(r.user, r.name)?.state !== 'running') return; // stopped meanwhile: the stop says so
     if (change === 'ready') {
@@ -420,7 +473,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         log.warn({ event: 'server.free_failed', server: label(r), err: e.message }, 'what the server held was not freed'));
     }
     await revokeToken(r, who);
-    await registry.save(stoppedRecord(r, asked ? undefined : reason));
+    // the record written stopped is the route gone (gateways route from it): what the established hub times as deleting the route
+    const unrouting = performance.now();
+    try {
+      await registry.save(stoppedRecord(r, asked ? undefined : reason));
+    } catch (e) {
+      routeDeleted.failure.observe(secondsSince(unrouting));
+      throw e;
+    }
+    routeDeleted.success.observe(secondsSince(unrouting));
     local.delete(serverKey(r.user, r.name));
     reports.delete(serverKey(r.user, r.name));
     announce('stopped', { ...r, state: 'stop' });
@@ -499,14 +560,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   }
 
   /** A start refused by a hub-wide limit: 429, counted and audited with its reason. */
-  function refused(req: { user: string; name: string; by: string }, reason: 'concurrent_spawn_limit' | 'active_server_limit', err: HubError): HubError {
+  function refused(req: { user: string; name: string; by: string }, reason: 'concurrent_spawn_limit' | 'active_server_limit', err: HubError, requested: number): HubError {
     rateLimited.inc(reason);
     spawnFailures.inc(reason === 'concurrent_spawn_limit' ? 'throttled' : 'too_many_users');
+    established.spawn.observe(['failure', reason === 'concurrent_spawn_limit' ? 'throttled' : 'too-many-users'], secondsSince(requested));
     void audit.publish('server', 'start', { who: req.by, what: label(req), outcome: 'denied', reason });
     return err;
   }
 
-  function checkStartAllowed(req: { user: string; name: string; by: string }): void {
+  function checkStartAllowed(req: { user: string; name: string; by: string }, requested: number): void {
     const { user, name } = req;
     if (name) {
       if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
@@ -515,15 +577,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     const all = registry.all();
     if (queue.admit() === 'full') {
       const retry = 30 + Math.floor(Math.random() * 31);
-      throw refused(req, 'concurrent_spawn_limit', errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry));
+      throw refused(req, 'concurrent_spawn_limit', errors.tooManyRequests(`Too many users trying to log in right now. Try again in ${retry} seconds.`, retry), requested);
     }
     const active = all.filter(isActive).length;
     if (config.Hub.active_server_limit > 0 && active >= config.Hub.active_server_limit) {
-      throw refused(req, 'active_server_limit', errors.tooManyRequests('Active user limit exceeded. Try again in a few minutes.', 60));
+      throw refused(req, 'active_server_limit', errors.tooManyRequests('Active user limit exceeded. Try again in a few minutes.', 60), requested);
     }
   }
 
-  const alive = async (r: ServerRecord) => (await backend(r.spawner_class).poll(r.spawner_state)).running;
+  const alive = async (r: ServerRecord) => (await poll(r)).running;
 
   /** user_options as a start or a PATCH gives them: an object whose profile (if any) exists and whose options (apply_user_options) fit. */
   function checkOptions(options: unknown): Record<string, unknown> {
@@ -537,6 +599,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
   return {
     async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string; auth_environment?: Record<string, string>; groups?: string[] }) {
+      const requested = performance.now();
       const current = registry.get(req.user, req.name);
       if (current?.state === 'spawn') return { status: 'pending', server: serverMessage(current) };
       if (current?.state === 'stop') throw errors.badRequest(`${label(req)} is pending stop`);
@@ -544,7 +607,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         if (await alive(current)) throw errors.badRequest(`${label(req)} is already running`);
         await forget(current, 'found dead at start');
       }
-      checkStartAllowed(req);
+      checkStartAllowed(req, requested);
       // its node was lost with it: the token of that run is no use to the new one (if the node comes back, the
       // record is no longer the lost one, so the old server is not adopted)
       if (current?.lost && current.token_id) await revokeToken(current, req.by || 'actor:spawner');
@@ -612,6 +675,38 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       return { status: 'stopped' };
     },
 
+    /**
+     * At start, once after `hub import jupyterhub`: the established hub's named servers, as stopped records. One
+     * already here (an earlier import, or made since) is left running if it runs; a stopped one takes the imported
+     * options, display name and the later activity. Nothing is started.
+     */
+    async importServers(servers: { user: string; name: string; display_name: string | null; started: string | null; last_activity: string | null; user_options: Record<string, unknown> }[]) {
+      let added = 0;
+      let updated = 0;
+      for (const s of servers) {
+        if (invalidServerNameReason(s.name)) continue;
+        const r = registry.get(s.user, s.name);
+        const lastActivity = s.last_activity ?? '';
+        if (!r) {
+          await registry.save({
+            user: s.user, name: s.name, state: 'stopped', url: serverUrl(s.user, s.name), target: '', pid: 0,
+            spawner_class: config.Hub.spawner_class, spawner_state: {}, started: s.started ?? '', last_activity: lastActivity,
+            user_options: s.user_options, instance, node: config.Hub.node_name, token_id: '', progress: [],
+            ...(s.display_name ? { display_name: s.display_name } : {}),
+          });
+          added++;
+        } else if (!isActive(r)) {
+          await registry.save({
+            ...r, user_options: s.user_options, ...(s.display_name ? { display_name: s.display_name } : {}),
+            last_activity: lastActivity > r.last_activity ? lastActivity : r.last_activity,
+          });
+          updated++;
+        }
+      }
+      if (added || updated) void audit.publish('server', 'import', { who: 'cli:hub import jupyterhub', what: `${added} added, ${updated} updated`, outcome: 'ok' });
+      return { added, updated };
+    },
+
     /** PUT: a named server that exists, stopped, without starting it. */
     async createServer(req: { user: string; name: string; user_options_json: string; display_name: string; by: string }) {
       if (!req.name) throw errors.badRequest('Only named servers can be created');
@@ -663,6 +758,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
      * answers HTTP; starts and stops it left half-done are finished; the dead are cleaned up.
      */
     async adoptAll(): Promise<void> {
+      const began = performance.now(); // the established hub's init_spawners: its start-up's look at every server
       // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
       // the order they were asked for: a restart must not lose a person's place
       const unstarted = registry.all().filter((r) => ours(r) && r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
@@ -730,6 +826,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         await backend(cls).reconcile?.(active).catch((e: Error) =>
           log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
       }
+      established.init.observe(secondsSince(began));
     },
 
     /**
@@ -761,7 +858,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     async pollAdopted(): Promise<void> {
       for (const r of registry.all()) {
         if (r.state !== 'running' || !ours(r) || local.get(serverKey(r.user, r.name))?.watched) continue;
-        const p = await backend(r.spawner_class).poll(r.spawner_state).catch(() => ({ running: true as const }));
+        const p = await poll(r).catch(() => ({ running: true as const }));
         if (!p.running) {
           log.warn({ event: 'server.exited', server: label(r), pid: r.pid, code: p.code, reason: p.reason }, 'server exited by itself');
           await forget(r, describeExit(p));

@@ -11,6 +11,7 @@ import { createSpawnerHandlers, serverMessage } from './handlers.js';
 import { createNodes } from './nodes.js';
 import { Registry } from './registry.js';
 import { serveGrpcOverNats } from '../../shared/grpc.js';
+import { takeImportedServers } from '../../shared/import-journal.js';
 import type { Handlers } from '../../shared/contracts/index.js';
 
 await runActor('spawner', async (ctx) => {
@@ -59,6 +60,11 @@ await runActor('spawner', async (ctx) => {
     if (isShutdownRequest(m) && typeof m.servers === 'boolean') cleanupServers = m.servers;
   });
 
+  // named servers `hub import jupyterhub` brought over (the file goes once they are in the registry)
+  await takeImportedServers<Parameters<typeof h.importServers>[0][number]>(config.Hub.data_dir, async (servers) => {
+    const done = await h.importServers(servers);
+    ctx.log.info({ event: 'spawner.imported_servers', ...done }, 'named servers of the established hub brought over');
+  });
   await h.adoptAll();
   const poll = setInterval(() => void h.pollAdopted(), config.Spawner.poll_interval * 1000);
   poll.unref();

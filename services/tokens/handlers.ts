@@ -41,6 +41,8 @@ export interface TokensDeps {
   log: Logger;
   /** tells every gateway that cached resolutions are stale: of one token, of one owner, or all */
   announce: Announce;
+  /** every service by name, configured and added at run time (shared/runtime-services.ts); default: the configured ones */
+  services?: ReadonlyMap<string, ServiceConfig>;
 }
 
 export const tokenId = (row: { id: number }) => `a${row.id}`;
@@ -68,9 +70,8 @@ export function expiryFromNow(expiresIn: number): string | null {
 
 interface OwnerInfo { roles: string[]; scopes: Set<string>; /** 0, or when a share in `scopes` expires */ untilMs: number }
 
-export function createTokenHandlers({ config, store, audit, lookupUser, groupMembers, log, announce }: TokensDeps) {
+export function createTokenHandlers({ config, store, audit, lookupUser, groupMembers, log, announce, services = new Map(configuredServices(config).map((s) => [s.name, s])) }: TokensDeps) {
   const book = roleBook(config);
-  const services = new Map<string, ServiceConfig>(configuredServices(config).map((s) => [s.name, s]));
   /** owner key → roles and expanded scopes; dropped when the owner changes (or a share in them expires) */
   // every owner's roles and scopes, kept until an event says they changed; bounded in bytes (a million users)
   const ownerCache = new BoundedCache<OwnerInfo | null>(config.Hub.cache_max_bytes / 2, Infinity, (info) => {
@@ -174,6 +175,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
 
   return {
     ownerInfo,
+    forgetOwner,
     findByToken,
     register,
     shares,

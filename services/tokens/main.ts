@@ -5,8 +5,10 @@ import { everyMember } from '../../shared/lists.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
 import { storePath } from '../../shared/paths.js';
 import { parseEventSubject, subjects } from '../../shared/subjects.js';
+import { mirrorRuntimeServices, serviceDirectory } from '../../shared/runtime-services.js';
 import { registerConfiguredTokens } from './config-tokens.js';
 import { createTokenHandlers } from './handlers.js';
+import { createRuntimeServiceHandlers } from './runtime-services.js';
 import { TokenStore } from './store.js';
 
 const HOUR_MS = 3_600_000;
@@ -24,7 +26,12 @@ async function orNullWhenAbsent<T>(p: Promise<T>): Promise<T | null> {
 await runActor('tokens', async (ctx) => {
   const store = await TokenStore.open(storePath(ctx.config.Hub.data_dir, 'tokens'));
   const auth = actorClient(ctx, 'auth');
+  const oauth = actorClient(ctx, 'oauth');
+  // this actor writes hub_services; its copy (live, so another node's reload is seen too) answers whose a token is
+  const runtime = await mirrorRuntimeServices(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
+  const directory = serviceDirectory(ctx.config, runtime, ctx.log);
   const h = createTokenHandlers({
+    services: directory.all,
     config: ctx.config,
     store,
     audit: ctx.audit,
@@ -42,6 +49,12 @@ await runActor('tokens', async (ctx) => {
     ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => void h.onGroupEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.group_event.failed', err }, 'group event not applied')) }),
   ];
   await registerConfiguredTokens(ctx, h, store, auth);
+  const services = createRuntimeServiceHandlers({
+    kv: runtime.kv, mirror: runtime, directory, tokens: h, store, oauth, audit: ctx.audit, log: ctx.log, waitMs: ctx.rpcTimeoutMs,
+  });
+  await services.sweep();
+  // a runtime service that goes (or comes back with another node's copy) changes what its tokens may do
+  directory.onChange((name) => (name ? h.forgetOwner({ kind: 'service', name }) : undefined));
   await h.shares.start();
   const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
   purge.unref();
@@ -54,7 +67,7 @@ await runActor('tokens', async (ctx) => {
       ResolveToken: h.resolveToken, OwnerScopes: h.ownerScopes, CreateToken: h.createToken,
       ListTokens: h.listTokens, GetToken: h.getToken, DeleteToken: h.deleteToken, IssueServerToken: h.issueServerToken,
       RevokeSessionTokens: h.revokeSessionTokens, IssueOAuthToken: h.issueOAuthToken, RevokeTokens: h.revokeTokens,
-      IssueUserToken: h.issueUserToken,
+      IssueUserToken: h.issueUserToken, AddService: services.addService, RemoveService: services.removeService,
       GrantShare: h.shares.grantShare, RevokeShare: h.shares.revokeShare, DeleteShares: h.shares.deleteShares, ListShares: h.shares.listShares,
       ForgetServer: h.shares.forgetServer, CreateShareCode: h.shares.createShareCode, ListShareCodes: h.shares.listShareCodes,
       DeleteShareCodes: h.shares.deleteShareCodes, PeekShareCode: h.shares.peekShareCode, ExchangeShareCode: h.shares.exchangeShareCode,
@@ -67,7 +80,9 @@ await runActor('tokens', async (ctx) => {
       clearInterval(flushUse);
       await h.flushUse();
       for (const s of subs) s.unsubscribe();
+      directory.stop();
       auth.close();
+      oauth.close();
       await store.close();
     },
   };

@@ -72,6 +72,13 @@ export interface TokenRow {
 
 export type NewToken = Omit<TokenRow, 'id' | 'last_activity'>;
 
+/** A token of the established hub as the import brings it: its hash as that hub stored it, `scopes` JSON. */
+export type NewImportedToken = Omit<TokenRow, 'last_activity' | 'source'> & { last_activity: string | null };
+export type NewImportedShare = Omit<ShareRow, 'id' | 'created_by'>;
+export type NewImportedCode = Omit<ShareCodeRow, 'id' | 'created_by'>;
+/** Rows the import added, and rows already here (from an earlier import) it updated, per kind. */
+export type ImportCounts = Record<string, { added: number; updated: number }>;
+
 export class TokenStore {
   private constructor(private readonly db: Store) {}
 
@@ -97,6 +104,11 @@ export class TokenStore {
 
   bySource(source: string): Promise<TokenRow[]> {
     return this.db.all<TokenRow>('SELECT * FROM tokens WHERE source = ?', [source]);
+  }
+
+  /** The owners of a kind that hold tokens of a source (runtime services' tokens, swept at start). */
+  async ownersOfSource(kind: string, source: string): Promise<string[]> {
+    return (await this.db.all<{ owner_name: string }>('SELECT DISTINCT owner_name FROM tokens WHERE owner_kind = ? AND source = ?', [kind, source])).map((r) => r.owner_name);
   }
 
   async insert(t: NewToken): Promise<number> {
@@ -146,6 +158,61 @@ export class TokenStore {
       for (const [id, at] of entries) {
         await this.db.run('UPDATE tokens SET last_activity = ? WHERE id = ? AND (last_activity IS NULL OR last_activity < ?)', [at, id, at]);
       }
+    });
+  }
+
+  // ---- the established hub's rows (`hub import jupyterhub`) ---------------
+
+  /**
+   * Its tokens, shares and share codes, in one transaction. A token or code is the same one when its stored hash
+   * is (its prefix and salted SHA-512 are this store's own format): a second import updates it, never adds it
+   * again. A token keeps its id (`a<id>`, as the established hub names it) when no token here has that id.
+   */
+  importJupyterhub(rows: { tokens: NewImportedToken[]; shares: NewImportedShare[]; codes: NewImportedCode[] }): Promise<ImportCounts> {
+    return this.db.transaction(async () => {
+      const tokens = JSON.stringify(rows.tokens);
+      const shares = JSON.stringify(rows.shares);
+      const codes = JSON.stringify(rows.codes);
+      const J = (f: string) => `json_extract(j.value, '$.${f}')`;
+      const sameToken = `EXISTS (SELECT 1 FROM tokens t WHERE t.prefix = ${J('prefix')} AND t.hashed = ${J('hashed')})`;
+      const count = async (sql: string, param: string) => (await this.db.get<{ n: number }>(sql, [param]))!.n;
+      const tokensKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE ${sameToken}`, tokens);
+      await this.db.run(
+        `UPDATE tokens SET owner_kind = j.owner_kind, owner_name = j.owner_name, scopes = j.scopes, note = j.note, created = j.created,
+           expires_at = j.expires_at, session_id = j.session_id, oauth_client = j.oauth_client,
+           last_activity = CASE WHEN tokens.last_activity IS NULL OR j.last_activity > tokens.last_activity THEN j.last_activity ELSE tokens.last_activity END
+         FROM (SELECT ${['prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'expires_at', 'session_id', 'oauth_client', 'last_activity'].map((f) => `${J(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
+         WHERE tokens.prefix = j.prefix AND tokens.hashed = j.hashed`, [tokens]);
+      const columns = 'prefix, hashed, owner_kind, owner_name, scopes, note, created, last_activity, expires_at, session_id, oauth_client, source';
+      const values = `${['prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'last_activity', 'expires_at', 'session_id', 'oauth_client'].map(J).join(', ')}, 'jupyterhub'`;
+      // first the ones whose id is free, then the rest numbered on (two statements: no new id can take a kept one)
+      await this.db.run(`INSERT INTO tokens (id, ${columns}) SELECT ${J('id')}, ${values} FROM json_each(?) j
+        WHERE NOT ${sameToken} AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = ${J('id')})`, [tokens]);
+      await this.db.run(`INSERT INTO tokens (${columns}) SELECT ${values} FROM json_each(?) j WHERE NOT ${sameToken}`, [tokens]);
+
+      const shareKey = `s.owner = ${J('owner')} AND s.server_name = ${J('server_name')} AND s.grantee_kind = ${J('grantee_kind')} AND s.grantee = ${J('grantee')}`;
+      const sharesKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM shares s WHERE ${shareKey})`, shares);
+      await this.db.run(
+        `INSERT INTO shares (owner, server_name, grantee_kind, grantee, scopes, created_at, created_by, expires_at)
+         SELECT ${['owner', 'server_name', 'grantee_kind', 'grantee', 'scopes', 'created_at', 'owner', 'expires_at'].map(J).join(', ')} FROM json_each(?) j WHERE true
+         ON CONFLICT (owner, server_name, grantee_kind, grantee) DO UPDATE SET scopes = excluded.scopes, created_at = excluded.created_at, expires_at = excluded.expires_at`, [shares]);
+
+      const sameCode = `EXISTS (SELECT 1 FROM share_codes c WHERE c.prefix = ${J('prefix')} AND c.hashed = ${J('hashed')})`;
+      const codesKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE ${sameCode}`, codes);
+      await this.db.run(
+        `UPDATE share_codes SET owner = j.owner, server_name = j.server_name, scopes = j.scopes, created_at = j.created_at, expires_at = j.expires_at,
+           exchange_count = max(share_codes.exchange_count, j.exchange_count), last_exchanged_at = coalesce(j.last_exchanged_at, share_codes.last_exchanged_at)
+         FROM (SELECT ${['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'expires_at', 'exchange_count', 'last_exchanged_at'].map((f) => `${J(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
+         WHERE share_codes.prefix = j.prefix AND share_codes.hashed = j.hashed`, [codes]);
+      await this.db.run(
+        `INSERT INTO share_codes (prefix, hashed, owner, server_name, scopes, created_at, created_by, expires_at, exchange_count, last_exchanged_at)
+         SELECT ${['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'owner', 'expires_at', 'exchange_count', 'last_exchanged_at'].map(J).join(', ')}
+         FROM json_each(?) j WHERE NOT ${sameCode}`, [codes]);
+      return {
+        tokens: { added: rows.tokens.length - tokensKnown, updated: tokensKnown },
+        shares: { added: rows.shares.length - sharesKnown, updated: sharesKnown },
+        share_codes: { added: rows.codes.length - codesKnown, updated: codesKnown },
+      };
     });
   }
 

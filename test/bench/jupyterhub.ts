@@ -61,6 +61,12 @@ export interface JupyterHubOptions {
   extraConfig?: string[];
   /** start again on the temp dir (database, cookie secret) and ports of a hub stopped with `stop({ keepDir: true })` */
   reuse?: JupyterHubReuse;
+  /** another venv's python (a test's: .cache/jupyter-6.1) instead of the bench's */
+  python?: string;
+  /** JupyterHub.db_url; default a SQLite file in its temp dir */
+  dbUrl?: string;
+  /** more environment (JUPYTERHUB_CRYPT_KEY) */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Whether a jupyterhub can run: the venv's or Debian's (as `python3 -m jupyterhub` runs it), and Debian's proxy. */
@@ -69,8 +75,8 @@ export const jupyterhubInstalled = (): boolean =>
 
 const py = (s: string): string => JSON.stringify(s); // a JSON string of plain text is a valid Python literal
 
-export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTimeoutMs = 60_000, extraConfig = [], reuse }: JupyterHubOptions = {}): Promise<JupyterHubUnderTest> {
-  jupyterhubDescription();
+export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTimeoutMs = 60_000, extraConfig = [], reuse, python: pythonPath, dbUrl, env = {} }: JupyterHubOptions = {}): Promise<JupyterHubUnderTest> {
+  if (!pythonPath) jupyterhubDescription();
   const dir = reuse?.dir ?? mkdtempSync(join(tmpdir(), 'jupyterhub-bench-'));
   const [port, hubPort, proxyApiPort] = reuse ? [reuse.port, reuse.hubPort, reuse.proxyApiPort] : [await freePort(), await freePort(), await freePort()];
   const tokens = Object.entries(apiTokens).map(([t, u]) => `${py(t)}: ${py(u)}`).join(', ');
@@ -81,7 +87,7 @@ export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTi
     `c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:${proxyApiPort}'`,
     `c.ConfigurableHTTPProxy.command = [${py(PROXY)}]`,
     `c.ConfigurableHTTPProxy.pid_file = ${py(join(dir, 'proxy.pid'))}`,
-    `c.JupyterHub.db_url = ${py(`sqlite:///${join(dir, 'jupyterhub.sqlite')}`)}`,
+    `c.JupyterHub.db_url = ${py(dbUrl ?? `sqlite:///${join(dir, 'jupyterhub.sqlite')}`)}`,
     `c.JupyterHub.cookie_secret_file = ${py(join(dir, 'cookie_secret'))}`,
     `c.JupyterHub.pid_file = ${py(join(dir, 'jupyterhub.pid'))}`,
     // not a local (system-user) authenticator, so users can be created through the API
@@ -95,11 +101,11 @@ export async function startJupyterHub({ apiTokens = {}, adminUsers = [], startTi
   writeFileSync(configFile, config, { mode: 0o600 });
   const logFile = join(dir, 'jupyterhub.log');
   const log = openSync(logFile, 'a');
-  const proc = spawn(python(), ['-m', 'jupyterhub', '-f', configFile], {
+  const proc = spawn(pythonPath ?? python(), ['-m', 'jupyterhub', '-f', configFile], {
     cwd: dir,
     detached: true, // its own process group, so a stop reaches anything it forked
     stdio: ['ignore', log, log],
-    env: { ...process.env, NODE_PATH: '/usr/share/nodejs' },
+    env: { ...process.env, NODE_PATH: '/usr/share/nodejs', ...env },
   });
   closeSync(log);
   const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));

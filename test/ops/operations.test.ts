@@ -5,6 +5,7 @@ import { connect } from 'nats';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { Browser, field, formLogin } from '../auth/helpers.js';
 import { NATS_TOKEN, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { sample } from './prometheus.js';
 
 let hub: HubUnderTest;
 let api: ApiCall;
@@ -27,18 +28,6 @@ test.before(async () => {
 test.after.always(async () => {
   await hub?.stop();
 });
-
-/** Every sample of a metric in a Prometheus text answer whose labels include `labels`, summed. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_:]+)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
 
 /** A gathering answers scrapes for 1 s (services/gateway/metrics.ts METRICS_MAX_AGE_MS): wait it out to see changes. */
 const FRESH_MS = 1100;

@@ -22,7 +22,8 @@ test.before(async () => {
         env_prefix_aliases: ['JUPYTERHUB_'],
         services: [
           { name: 'idle-culler', command: [process.execPath, join(REPO, 'dist/hub-services/idle-culler.js'), '--timeout=2', '--every=0.5'] },
-          { name: 'envdump', command: [process.execPath, join(REPO, 'test/fixtures/env-service.mjs')], environment: { ENV_DUMP_FILE: dump, EXTRA: 'yes' }, cwd: work, url: 'http://127.0.0.1:1' },
+          { name: 'envdump', command: [process.execPath, join(REPO, 'test/fixtures/env-service.mjs')], environment: { ENV_DUMP_FILE: dump, EXTRA: 'yes' }, cwd: work, url: 'http://127.0.0.1:1',
+            timeout: 3600 }, // it never listens (it only writes its environment): the hub would stop once the wait for it ends
           { name: 'usermaker', api_token: MAKER },
         ],
         load_roles: [

@@ -92,12 +92,18 @@ test.after.always(async () => {
   accounts.removeAll();
 });
 
-test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook runs print(6*7) on the venv\'s kernel, File → Hub Control Panel and File → Log Out', async (t) => {
-  const user = accounts.name('u');
+/**
+ * A person's whole JupyterLab session through the hub served under `base` (Hub.base_url: '/' or '/jupyter/'): every
+ * path the browser sees is under it, as the established hub's base_url puts it.
+ */
+async function labSession(t: ExecutionContext, base: string, accountRole: string): Promise<void> {
+  const user = accounts.name(accountRole);
   accounts.addUser(user);
+  /** a path of the hub's URL space as the browser sees it under `base` */
+  const at = (path: string) => (base === '/' ? path : `${base.slice(0, -1)}${path}`);
   const hub = await startHub({
     config: {
-      Hub: { spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1 },
+      Hub: { spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1, ...(base === '/' ? {} : { base_url: base }) },
       DummyAuthenticator: { password: PASSWORD },
       Spawner: spawnerConfig(),
     },
@@ -106,11 +112,11 @@ test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook r
   try {
     await withEvidence(t, page, errors, hub, async () => {
       // the hub's login page, then its home page's start button: spawn-pending, then the server's default URL
-      await login(page, hub.url, user, PASSWORD);
-      t.is(new URL(page.url()).pathname, '/hub/home');
-      await Promise.all([page.waitForURL(/\/hub\/spawn-pending\//, { timeout: 15_000 }), page.click('#default-server button[data-action=start]')]);
+      await login(page, `${hub.url}${at('/').slice(0, -1)}`, user, PASSWORD);
+      t.is(new URL(page.url()).pathname, at('/hub/home'));
+      await Promise.all([page.waitForURL((u) => u.pathname.startsWith(at('/hub/spawn-pending/')), { timeout: 15_000 }), page.click('#default-server button[data-action=start]')]);
       // through the server's OAuth login at the hub (its own server: no consent page) to /lab
-      await page.waitForURL((u) => u.pathname === `/user/${user}/lab`, { timeout: 60_000 });
+      await page.waitForURL((u) => u.pathname === at(`/user/${user}/lab`), { timeout: 60_000 });
 
       // JupyterLab's own UI: the main dock panel and the launcher
       await page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
@@ -145,19 +151,19 @@ test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook r
       const fileMenu = page.locator('#jp-menu-panel .lm-MenuBar-item', { hasText: /^File$/ });
       await fileMenu.click();
       const [panel] = await Promise.all([context.waitForEvent('page', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:control-panel"]').click()]);
-      await panel.waitForURL((u) => u.pathname === '/hub/home', { timeout: 15_000 });
+      await panel.waitForURL((u) => u.pathname === at('/hub/home'), { timeout: 15_000 });
       await panel.locator('#default-server .state[data-state=running]').waitFor({ timeout: 15_000 });
       await panel.close();
 
       // File → Log Out: the server's logout, then the hub's, which (as the established hub 6.1's) lands on the
       // sign-in page; the hub session is gone
       await fileMenu.click();
-      await Promise.all([page.waitForURL((u) => u.pathname === '/hub/login', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:logout"]').click()]);
-      t.true(await page.locator('form[action^="/hub/login"]').isVisible());
-      t.is((await context.request.get(`${hub.url}/hub/api/user`)).status(), 403, 'GET /hub/api/user with the browser\'s cookies after logging out');
+      await Promise.all([page.waitForURL((u) => u.pathname === at('/hub/login'), { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:logout"]').click()]);
+      t.true(await page.locator(`form[action^="${at('/hub/login')}"]`).isVisible());
+      t.is((await context.request.get(`${hub.url}${at('/hub/api/user')}`)).status(), 403, 'GET /hub/api/user with the browser\'s cookies after logging out');
       // and the server asks for a login again (its OAuth cookie cleared by its own logout)
-      const again = await context.request.get(`${hub.url}/user/${user}/lab`);
-      t.is(new URL(again.url()).pathname, '/hub/login', `/user/${user}/lab after logging out ended at ${again.url()} (${again.status()})`);
+      const again = await context.request.get(`${hub.url}${at(`/user/${user}/lab`)}`);
+      t.is(new URL(again.url()).pathname, at('/hub/login'), `/user/${user}/lab after logging out ended at ${again.url()} (${again.status()})`);
 
       // the server found the hub it expects: jupyterhub-singleuser checks the hub API's version header against its own
       const serverLog = serverLogs(hub).map(([, text]) => text).join('\n');
@@ -168,6 +174,14 @@ test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook r
     await hub.stop();
     await userProcessesEnd(user, t);
   }
+}
+
+test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook runs print(6*7) on the venv\'s kernel, File → Hub Control Panel and File → Log Out', async (t) => {
+  await labSession(t, '/', 'u');
+});
+
+test.serial('jupyterlab: the same session under Hub.base_url /jupyter/: login, start, JupyterLab, a cell, Hub Control Panel and Log Out all under the prefix', async (t) => {
+  await labSession(t, '/jupyter/', 'j');
 });
 
 test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only the scopes its README lists, stops an idle server and leaves a busy one', async (t) => {

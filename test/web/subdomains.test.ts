@@ -31,16 +31,21 @@ test.after.always(async () => {
   accounts.removeAll();
 });
 
-/** What a script on the page's origin gets from `fetch`: the status and the start of the body, or the error's name (a CORS refusal is a TypeError). */
-function probe(page: Page, url: string, init: { method?: string; body?: string; headers?: Record<string, string>; credentials?: 'include' | 'same-origin' | 'omit' } = {}) {
-  return page.evaluate(async ([u, i]) => {
+/**
+ * What a script on the page's origin gets from `fetch`: the status and the start of the body, or the error's name (a
+ * CORS refusal is a TypeError). `xsrf`: with the page's own `_xsrf` cookie as X-XSRFToken, as JupyterLab's requests
+ * carry it (the 6.1 server refuses a script's cookie-authenticated request without it).
+ */
+function probe(page: Page, url: string, init: { method?: string; body?: string; headers?: Record<string, string>; credentials?: 'include' | 'same-origin' | 'omit' } = {}, xsrf = false) {
+  return page.evaluate(async ([u, i, withXsrf]) => {
     try {
-      const r = await fetch(u, i as RequestInit);
+      const token = /(?:^|; )_xsrf=([^;]*)/.exec(document.cookie)?.[1];
+      const r = await fetch(u, withXsrf && token ? { ...(i as RequestInit), headers: { ...(i as RequestInit).headers, 'X-XSRFToken': decodeURIComponent(token) } } : i as RequestInit);
       return { status: r.status, body: (await r.text()).slice(0, 200), error: '' };
     } catch (e) {
       return { status: 0, body: '', error: (e as Error).name };
     }
-  }, [url, init] as const);
+  }, [url, init, xsrf] as const);
 }
 
 /** From the hub's home page: Start, the pending page, then the server's JupyterLab at the user's own host. */
@@ -112,7 +117,7 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
         t.is(aliceTokens.status, 200);
         t.false(JSON.stringify(aliceTokens.body).includes('from-alice-host'), 'no token was made for alice');
         // the same page reads its own server, so the probe itself works
-        t.is((await probe(a.page, `/user/${alice}/api/contents`)).status, 200);
+        t.is((await probe(a.page, `/user/${alice}/api/contents`, {}, true)).status, 200);
 
         // alice shares her server with bob; bob opens it: alice's JupyterLab at alice's host, in bob's browser
         const shared = await api('POST', `/shares/${alice}/`, { token: ADMIN, body: { user: bob } });
@@ -122,10 +127,10 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
         await b.page.waitForURL((u) => u.origin === hubOrigin && u.pathname === '/hub/api/oauth2/authorize', { timeout: 15_000 });
         await Promise.all([b.page.waitForURL((u) => u.origin === aliceOrigin && u.pathname === `/user/${alice}/lab`, { timeout: 30_000 }), b.page.click('button[type=submit]')]);
         await b.page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
-        t.is((await probe(b.page, `/user/${alice}/api/contents`)).status, 200, 'bob uses alice\'s server through the share');
+        t.is((await probe(b.page, `/user/${alice}/api/contents`, {}, true)).status, 200, 'bob uses alice\'s server through the share');
 
         // script on alice's host, in bob's browser: bob's server with bob's cookies, by its host or by its path here
-        const bobServer = await probe(b.page, `${bobOrigin}/user/${bob}/api/contents`, { credentials: 'include' });
+        const bobServer = await probe(b.page, `${bobOrigin}/user/${bob}/api/contents`, { credentials: 'include' }, true);
         t.is(bobServer.error, 'TypeError', `bob's server from alice's host: ${JSON.stringify(bobServer)}`);
         const byPath = await probe(b.page, `/user/${bob}/api/contents`);
         t.is(byPath.status, 404, `bob's path on alice's host: ${JSON.stringify(byPath)}`);

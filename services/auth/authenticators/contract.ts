@@ -21,6 +21,8 @@ export interface Identity {
   allowed?: boolean;
   /** the groups the backend sees the person in (hub group names); undefined: it knows none (manage_groups leaves them) */
   groups?: string[];
+  /** the hub roles the backend gives the person (Authenticator.manage_roles); undefined: it says nothing of roles */
+  roles?: string[];
   /** what the login returned, kept encrypted as the user's auth state when Authenticator.enable_auth_state */
   authState?: Record<string, unknown>;
   /** the person's e-mail address, when the backend knows it */

@@ -464,6 +464,8 @@ export const createOAuthenticator: AuthenticatorFactory = ({ config, log }) => {
     const identity: Identity = { name };
     const groups = groupsFrom(claimAt(claims, O.auth_state_groups_key || 'groups'));
     if (groups !== undefined) identity.groups = groups;
+    const roles = config.Authenticator.manage_roles ? groupsFrom(claimAt(claims, O.claim_roles_key || 'roles')) : undefined;
+    if (roles !== undefined) identity.roles = roles;
     if (allowedGroups.size && groups?.some((g) => allowedGroups.has(g))) identity.allowed = true;
     if (adminGroups.size) identity.admin = groups?.some((g) => adminGroups.has(g)) ?? false;
     const email = claims.email;

@@ -5,6 +5,7 @@ import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import type { AuthClient, ProxyRouterClient, SpawnerClient, TokensClient } from '../../../shared/contracts/index.js';
 import type { ConfiguredRole, ServiceConfig } from '../../../shared/roles.js';
+import type { ServiceDirectory } from '../../../shared/runtime-services.js';
 import { expandScopes, type Resource } from '../../../shared/scopes.js';
 import type { IdentityCache, UserCache } from '../caches.js';
 import type { ServerMirror } from '../servers.js';
@@ -29,7 +30,9 @@ export interface ApiDeps {
   web: WebSessions;
   nc: NatsConnection;
   book: Map<string, ConfiguredRole>;
-  services: Map<string, ServiceConfig>;
+  /** every service by name: configured and added at run time (`directory.all`, kept current) */
+  services: ReadonlyMap<string, ServiceConfig>;
+  directory: ServiceDirectory;
   /** tokens' last_activity, recorded per use and sent to the tokens actor in batches */
   tokenUse: TokenActivity;
   /** for the refusals the gateway decides itself (OAuth grants, access denials) */

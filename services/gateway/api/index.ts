@@ -7,6 +7,7 @@ import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
 import { serverRoutes } from './servers.js';
 import { hubRoutes } from './hub.js';
+import { serviceRoutes } from './services.js';
 import { passwordRoutes } from './passwords.js';
 import { proxyRoutes } from './proxy.js';
 import { shareRoutes } from './shares.js';
@@ -17,11 +18,11 @@ import { userRoutes } from './users.js';
 const AUTH_HEADER = /^(?:token|bearer)\s+(\S+)$/i;
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** `Authorization: token X`, `Authorization: bearer X`, or `?token=X`. */
-export function requestToken(info: RequestInfo, query: URLSearchParams): string | null {
+/** `Authorization: token X`, `Authorization: bearer X`, or `?token=X` (unless Hub.allow_token_in_url is false). */
+export function requestToken(info: RequestInfo, query: URLSearchParams, inUrl = true): string | null {
   const header = info.headers.authorization;
   if (header !== undefined) return AUTH_HEADER.exec(header.trim())?.[1] ?? null;
-  return query.get('token');
+  return inUrl ? query.get('token') : null;
 }
 
 /** `user:<name>` / `service:<name>` / `anonymous`: how audit events and logs name a requester. */
@@ -31,9 +32,10 @@ export const whoOf = (identity: Identity | null): string => (identity ? `${ident
  * Who a request comes from: a token (header or `?token=`), else the browser's login cookie, whose writes
  * must carry the session's XSRF token. Records who it is on the request (logs, audit).
  */
-export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'tokenUse'>) {
+export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'tokenUse' | 'config'>) {
+  const inUrl = deps.config.Hub.allow_token_in_url;
   return async function identify(info: RequestInfo, query = new URLSearchParams(info.query)): Promise<Identity | null> {
-    const token = requestToken(info, query);
+    const token = requestToken(info, query, inUrl);
     let identity: Identity | null;
     if (token) {
       identity = await deps.identities.resolve(token, info.requestId);
@@ -52,7 +54,7 @@ export function createIdentify(deps: Pick<ApiDeps, 'identities' | 'web' | 'token
 
 /** Every /hub/api route (the fuzz test drives each one it lists). */
 export function apiRoutes(deps: ApiDeps): Route[] {
-  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps)];
+  return [...hubRoutes(deps), ...userRoutes(deps), ...serverRoutes(deps), ...groupRoutes(deps), ...tokenRoutes(deps), ...proxyRoutes(deps), ...passwordRoutes(deps), ...shareRoutes(deps), ...serviceRoutes(deps)];
 }
 
 export function createApi(deps: ApiDeps) {

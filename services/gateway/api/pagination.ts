@@ -1,4 +1,5 @@
 // Pagination as the established hub does it: opt-in envelope by Accept header, offset/limit clamped.
+import { hubUrl } from '../../../shared/urls.js';
 import { errors } from '../../../shared/errors.js';
 import type { RequestInfo } from '../http.js';
 
@@ -47,7 +48,7 @@ export function pageBody(info: RequestInfo, query: URLSearchParams, page: Page, 
     q.set('limit', String(page.limit));
     const proto = info.headers['x-forwarded-proto'] === 'https' ? 'https' : 'http';
     const host = info.headers.host ?? '127.0.0.1';
-    next = { offset: page.offset + page.limit, limit: page.limit, url: `${proto}://${host}${info.path}?${q}` };
+    next = { offset: page.offset + page.limit, limit: page.limit, url: `${proto}://${host}${hubUrl(info.path)}?${q}` };
   }
   return { items, _pagination: { offset: page.offset, limit: page.limit, total, next } };
 }

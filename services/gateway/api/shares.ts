@@ -3,6 +3,7 @@
 // that the owner and the server exist, that the requester may name the person or group shared with, and
 // shapes the answers. Each write forgets the affected grantees here at once; other gateways hear owner.changed.
 import type { Reply as ActorReply } from '../../../shared/contracts/index.js';
+import { hubPublicUrl } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope, type Resource } from '../../../shared/scopes.js';
 import { serverUrl } from '../../../shared/servers.js';
@@ -19,7 +20,7 @@ type ShareCode = ActorReply<'tokens', 'PeekShareCode'>;
 export function sharedServerModel(deps: ApiDeps, owner: string, name: string) {
   // with per-user subdomains the server's URL is whole, at its user's host (as the established hub's)
   const url = browserLocation(deps.subdomains, serverUrl(owner, name));
-  const publicUrl = (deps.config.Hub.public_url || deps.config.Hub.subdomain_host).replace(/\/+$/, '');
+  const publicUrl = (deps.config.Hub.public_url || deps.config.Hub.subdomain_host) && hubPublicUrl(deps.config); // its origin: `url` has the base
   return { user: { name: owner }, name, url, full_url: url.includes('://') ? url : publicUrl ? `${publicUrl}${url}` : null, ready: deps.servers.get(owner, name)?.state === 'running' };
 }
 
@@ -252,7 +253,7 @@ export function shareRoutes(deps: ApiDeps): Route[] {
           expires_in: expiresIn, requester_scopes: [...req.held], by: req.who,
         });
         const acceptUrl = acceptShareUrl(r.code);
-        const publicUrl = (config.Hub.public_url || config.Hub.subdomain_host).replace(/\/+$/, '');
+        const publicUrl = (config.Hub.public_url || config.Hub.subdomain_host) && hubPublicUrl(config);
         req.reply.json(200, {
           ...shareCodeModel(deps, r.model!), code: r.code, accept_url: acceptUrl, full_accept_url: publicUrl ? `${publicUrl}${acceptUrl}` : null,
         });

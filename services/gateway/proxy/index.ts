@@ -1,15 +1,17 @@
-// The gateway's proxy: every path outside /hub is looked up in the routing table and forwarded to its
-// route's target; /user/<name>/… with no route goes to the hub's page for that server. Nothing is
-// ever forwarded for a path without a route, and nowhere but to a route's registered target.
+// The gateway's proxy: every path outside the hub's own (<base_url>hub/) is looked up in the routing table
+// and forwarded to its route's target; <base_url>user/<name>/… with no route goes to the hub's page for that
+// server. Routes carry whole paths (Hub.base_url included), so a request is matched and forwarded as it came.
+// Nothing is ever forwarded for a path without a route, and nowhere but to a route's registered target.
 // With per-user subdomains (Hub.subdomain_host) a request to a host under the hub's is answered here whatever
 // its path: that host's own routes, else a redirect (its user's server page, or a hub page, on the hub's host)
-// or a 404; the hub never serves its pages or reads its cookies there. On the hub's host, /user/<name>/… goes
-// to that user's host.
+// or a 404; the hub never serves its pages or reads its cookies there. On the hub's host, <base_url>user/<name>/…
+// goes to that user's host.
 import type uWS from 'uWebSockets.js';
 import { errors } from '../../../shared/errors.js';
 import { cap, type Logger } from '../../../shared/log.js';
 import { encodeJson, type NatsConnection } from '../../../shared/nats.js';
 import { subjects } from '../../../shared/subjects.js';
+import { baseUrl, hubUrl } from '../../../shared/urls.js';
 import { upstreamConnectionsGauge } from '../metrics.js';
 import type { ActivityRecorder } from './activity.js';
 import { answerError, forwardHttp, type ForwardOptions } from './forward.js';
@@ -39,10 +41,14 @@ export interface ProxyDeps {
 const HUB_HOST = 'hub' as const;
 const NO_ROUTES = 'none' as const;
 
-const isHubPath = (raw: string) => raw === '/hub' || raw.startsWith('/hub/');
-
 export function createProxy(deps: ProxyDeps) {
   const { routes, activity, log } = deps;
+  // Hub.base_url is set before the proxy is made: the hub's own paths and where user servers start, once
+  const base = baseUrl();
+  const hubPrefix = hubUrl('/hub/');
+  const hubExact = hubPrefix.slice(0, -1);
+  const isHubPath = (raw: string) => raw.startsWith(hubPrefix) || raw === hubExact;
+  const userSegment = base.split('/').filter(Boolean).length;
   const pool = new UpstreamPool({ connectTimeoutMs: deps.connectTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs, keepAliveMs: deps.keepAliveTimeoutMs });
   upstreamConnectionsGauge(() => pool.counts);
 
@@ -57,14 +63,14 @@ export function createProxy(deps: ProxyDeps) {
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {
-    if (n.segments[0] === 'hub') return null;
+    if (n.segments[userSegment] === 'hub' && n.path.startsWith(base)) return null;
     const entry = routes().match(n.segments);
     return entry && !entry.hub ? entry : null;
   }
 
-  /** `/user/<name>/…` without a running server: the hub's page for it offers to start it. */
+  /** `<base>user/<name>/…` without a running server: the hub's page for it offers to start it. */
   function redirectToHub(res: uWS.HttpResponse, n: NormalPath, query: string): void {
-    redirect(res, `${sub?.hubOrigin ?? ''}/hub${n.path}${query ? `?${query}` : ''}`);
+    redirect(res, `${sub?.hubOrigin ?? ''}${hubUrl(`/hub${n.path.slice(base.length - 1)}`)}${query ? `?${query}` : ''}`);
   }
 
   function redirect(res: uWS.HttpResponse, location: string): void {
@@ -90,6 +96,12 @@ export function createProxy(deps: ProxyDeps) {
     return table.host(name) ?? NO_ROUTES;
   }
 
+  /** `<base>user/<name>/…` or `<base>services/<name>/…`: that name (decoded), else null. */
+  function nameUnder(n: NormalPath, space: 'user' | 'services'): string | null {
+    const name = n.segments[userSegment + 1];
+    return n.segments[userSegment] === space && name && n.path.startsWith(base) ? name : null;
+  }
+
   /**
    * A request to a host under the hub's: only that host's routes. Without one: a user's server that is not running
    * → the hub's page for it; a hub page (GET) → the same page on the hub's host; anything else a 404 naming the hub.
@@ -104,11 +116,11 @@ export function createProxy(deps: ProxyDeps) {
       return forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
     }
     const query = req.getQuery();
-    const [first, name] = n.segments;
-    if (first === 'user' && name && sub!.userHost(name) === hostnameOf(hostHeader)) return redirectToHub(res, n, query);
+    const user = nameUnder(n, 'user');
+    if (user !== null && sub!.userHost(user) === hostnameOf(hostHeader)) return redirectToHub(res, n, query);
     const method = req.getCaseSensitiveMethod().toUpperCase();
-    if (first === 'hub' && (method === 'GET' || method === 'HEAD')) return redirect(res, `${sub!.hubOrigin}${n.path}${query ? `?${query}` : ''}`);
-    answerError(res, errors.notFound(`Nothing at ${cap(n.path, 100)} on ${cap(hostHeader, 100)}: this host serves only its own servers; the hub is at ${sub!.hubOrigin}/hub/`), browser);
+    if (isHubPath(n.path) && (method === 'GET' || method === 'HEAD')) return redirect(res, `${sub!.hubOrigin}${n.path}${query ? `?${query}` : ''}`);
+    answerError(res, errors.notFound(`Nothing at ${cap(n.path, 100)} on ${cap(hostHeader, 100)}: this host serves only its own servers; the hub is at ${sub!.hubOrigin}${hubPrefix}`), browser);
   }
 
   return {
@@ -135,17 +147,19 @@ export function createProxy(deps: ProxyDeps) {
         forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
         return true;
       }
-      if (n.segments[0] === 'user' && n.segments.length > 1 && n.segments[1] !== '') {
+      const user = nameUnder(n, 'user');
+      if (user !== null) {
         // with subdomains, a server is at its user's host (its route there, or the hub's page for it)
         const query = req.getQuery();
-        if (sub) redirect(res, `${sub.userOrigin(n.segments[1])}${n.path}${query ? `?${query}` : ''}`);
+        if (sub) redirect(res, `${sub.userOrigin(user)}${n.path}${query ? `?${query}` : ''}`);
         else redirectToHub(res, n, query);
         return true;
       }
-      if (sub && n.segments[0] === 'services' && n.segments.length > 1 && n.segments[1] !== '') {
+      const service = sub ? nameUnder(n, 'services') : null;
+      if (service !== null) {
         // a service is at its own host
         const query = req.getQuery();
-        redirect(res, `${sub.serviceOrigin(n.segments[1])}${n.path}${query ? `?${query}` : ''}`);
+        redirect(res, `${sub!.serviceOrigin(service)}${n.path}${query ? `?${query}` : ''}`);
         return true;
       }
       return false;

@@ -5,6 +5,7 @@ import { HubError } from '../../../shared/errors.js';
 import { ACCEPT_SHARE_PATH } from '../../../shared/shares.js';
 import { SCOPE_DEFINITIONS } from '../../../shared/scopes.js';
 import { serverUrl } from '../../../shared/servers.js';
+import { hubUrl } from '../../../shared/urls.js';
 import { forgetGrantees } from '../api/shares.js';
 import type { Identity } from '../caches.js';
 import type { Reply } from '../http.js';
@@ -25,7 +26,7 @@ export function acceptShareRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   function refusal(reply: Reply, e: unknown, id: Identity): void {
     if (!(e instanceof HubError) || (e.code !== 'HUB_ERR_SHARE_CODE_NOT_FOUND' && e.code !== 'HUB_ERR_SHARE_INVALID')) throw e;
     const title = e.status === 404 ? 'Share code not found' : 'Cannot accept this share';
-    show(reply, e.status, title, `<p class="error">${escapeHtml(e.message)}.</p><p><a href="/hub/home">Home</a></p>`, id);
+    show(reply, e.status, title, `<p class="error">${escapeHtml(e.message)}.</p><p><a href="${hubUrl('/hub/home')}">Home</a></p>`, id);
   }
 
   const isPath = new RegExp(`^${ACCEPT_SHARE_PATH}$`);
@@ -51,8 +52,8 @@ export function acceptShareRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
         const scopes = c.scopes.map((s) => `<li><code>${escapeHtml(s)}</code>: ${escapeHtml(SCOPE_DEFINITIONS[s.split('!')[0]]?.description ?? '')}</li>`).join('');
         show(reply, 200, 'Accept a share', `<p><b>${escapeHtml(c.owner)}</b> shares ${escapeHtml(serverLabel(c.owner, c.server_name))} with you
 (<code>${escapeHtml(serverUrl(c.owner, c.server_name))}</code>); the offer ends <span title="${escapeHtml(c.expires_at)}">${escapeHtml(ago(c.expires_at))}</span>, and so does the access it gives:</p><ul>${scopes}</ul>
-<form method="post" action="${escapeHtml(ACCEPT_SHARE_PATH)}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${hidden('code', code)}${hidden('next', next)}
-<div class="actions"><button type="submit" class="primary" data-action="accept">Accept</button><a class="button" href="/hub/home">Cancel</a></div></form>`, id);
+<form method="post" action="${escapeHtml(hubUrl(ACCEPT_SHARE_PATH))}">${hidden('_xsrf', web.xsrfFor(id.sessionId))}${hidden('code', code)}${hidden('next', next)}
+<div class="actions"><button type="submit" class="primary" data-action="accept">Accept</button><a class="button" href="${hubUrl('/hub/home')}">Cancel</a></div></form>`, id);
       },
     },
     {

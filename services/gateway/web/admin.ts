@@ -6,10 +6,13 @@ import { hasScope } from '../../../shared/scopes.js';
 import { holdsAdminScopes } from '../api/deps.js';
 import type { PageDeps, PageKit, PageRoute } from './pages.js';
 import { assetUrl, escapeHtml, page } from './html.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 /** What the page's script needs: the XSRF token and which actions to offer (never a secret beyond the session's own). */
 export interface AdminPageData {
   xsrf: string;
+  /** the REST API's path (under Hub.base_url) */
+  api: string;
   me: string;
   namedServers: boolean;
   can: { editUsers: boolean; grantAdmin: boolean; startServers: boolean; stopServers: boolean; editGroups: boolean; editMembers: boolean; deleteGroups: boolean };
@@ -50,10 +53,11 @@ export function adminRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
       const id = await kit.requireLogin(info, reply);
       if (!id) return;
       if (!hasScope(id.scopes, 'admin-ui')) {
-        return kit.html(reply, 403, page('Forbidden', '<p class="error">The admin page is for administrators (it needs the <code>admin-ui</code> scope).</p><p><a class="button" href="/hub/home">Back to the hub</a></p>', kit.nav(id)));
+        return kit.html(reply, 403, page('Forbidden', `<p class="error">The admin page is for administrators (it needs the <code>admin-ui</code> scope).</p><p><a class="button" href="${hubUrl('/hub/home')}">Back to the hub</a></p>`, kit.nav(id)));
       }
       const data: AdminPageData = {
         xsrf: web.xsrfFor(id.sessionId),
+        api: hubUrl('/hub/api'),
         me: id.owner.name,
         namedServers: config.Hub.allow_named_servers,
         can: {

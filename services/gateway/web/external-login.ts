@@ -13,6 +13,7 @@ import { callOf, type Reply, type RequestInfo } from '../http.js';
 import { escapeHtml, page } from './html.js';
 import type { PageDeps, PageKit, PageRoute } from './pages.js';
 import { localPath } from './redirects.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 export const STATE_COOKIE = 'hub-oauth-state';
 /** How long a browser may spend at the provider's login before the state is stale. */
@@ -28,7 +29,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { redirect, html } = kit;
 
   const stateCookie = (info: RequestInfo, value: string, maxAgeSeconds: number) =>
-    serializeCookie(STATE_COOKIE, value, { path: '/hub/', maxAgeSeconds, secure: web.isSecure(info) });
+    serializeCookie(STATE_COOKIE, value, { path: hubUrl('/hub/'), maxAgeSeconds, secure: web.isSecure(info) });
 
   function requireOauth(): void {
     if (config.Hub.authenticator_class !== 'oauth') throw errors.notFound('This hub does not log in through an external identity provider');
@@ -43,7 +44,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
 
   /** A sign-in that did not work: a readable page, a way to start again, and the used state forgotten. */
   function failed(info: RequestInfo, reply: Reply, message: string, status = 403): void {
-    html(reply, status, page('Sign-in failed', `<p class="error">${escapeHtml(message)}</p><p><a href="/hub/oauth_login">Sign in again</a></p>`),
+    html(reply, status, page('Sign-in failed', `<p class="error">${escapeHtml(message)}</p><p><a href="${hubUrl('/hub/oauth_login')}">Sign in again</a></p>`),
       [stateCookie(info, '', 0)]);
   }
 
@@ -53,7 +54,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
       async handle(info, reply) {
         requireOauth();
         const next = localPath(new URLSearchParams(info.query).get('next')) ?? '';
-        if (await web.identify(info)) return redirect(reply, next || '/hub/home');
+        if (await web.identify(info)) return redirect(reply, next || hubUrl('/hub/home'));
         const state = randomBytes(24).toString('base64url');
         const verifier = randomBytes(32).toString('base64url');
         const nonce = randomBytes(24).toString('base64url');
@@ -82,7 +83,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
           within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000, callOf(info)));
         // an outage of the provider is not a refusal: 503, so monitoring tells the two apart
         if (!r.ok) return failed(info, reply, r.message, r.unavailable ? 503 : 403);
-        redirect(reply, localPath(saved.n) || '/hub/home', [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
+        redirect(reply, localPath(saved.n) || hubUrl('/hub/home'), [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
       },
     },
   ];

@@ -8,7 +8,7 @@ import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { chooseProfile, profilesOf } from '../../../shared/profiles.js';
 import {
-  hubServerPath, invalidServerNameReason, lastOutcome, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
+  hubServerPath, invalidServerNameReason, serverPageUrl, lastOutcome, progressUrl, serverUrl, spawnPendingUrl, spawnUrl, type ServerRecord,
 } from '../../../shared/servers.js';
 import { prepareSpawn } from '../api/servers.js';
 import { forgetGrantees } from '../api/shares.js';
@@ -20,6 +20,7 @@ import { localPath } from './redirects.js';
 import { shareButton, sharedWithMe } from './share-page.js';
 import { USER_REDIRECT, userRedirectTarget } from './user-redirect.js';
 import { browserLocation } from '../../../shared/subdomains.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 /** How long a start from a page waits for the spawner to record it before showing the pending page. */
 const START_RECORDED_MS = 3000;
@@ -110,7 +111,7 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
 
   function confirmDeletePage(id: Identity, user: string, name: string): string {
     return `<p id="confirm-delete">Delete server <b>${escapeHtml(name)}</b>${user !== id.owner.name ? ` of <b>${escapeHtml(user)}</b>` : ''}? It leaves the list, and what was shared of it is no longer shared.</p>
-<form method="post" action="${escapeHtml(hubServerPath('delete', user, name))}" class="actions">${xsrf(id)}${hidden('confirmed', '1')}<button class="danger" data-action="confirm">Delete</button><a class="button" href="/hub/home" data-action="cancel">Cancel</a></form>`;
+<form method="post" action="${escapeHtml(hubServerPath('delete', user, name))}" class="actions">${xsrf(id)}${hidden('confirmed', '1')}<button class="danger" data-action="confirm">Delete</button><a class="button" href="${hubUrl('/hub/home')}" data-action="cancel">Cancel</a></form>`;
   }
 
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
@@ -153,7 +154,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         `<td>${actions(id, me, r.name, st, groups)}</td></tr>`;
     }).join('');
     const limit = config.Hub.named_server_limit_per_user;
-    const create = `<form method="post" action="/hub/spawn-named" id="create-server" class="actions">${xsrf(id)}
+    const create = `<form method="post" action="${hubUrl('/hub/spawn-named')}" id="create-server" class="actions">${xsrf(id)}
 <label class="inline">Name <input name="server" required maxlength="30" pattern="[a-z]([a-z0-9]|-(?!-))*" title="lowercase letters, digits and single hyphens, starting with a letter" placeholder="e.g. analysis-2"></label>${profileSelect()}
 <button class="primary">Create and start</button></form>${limit ? `<p class="muted">Up to ${limit} named servers.</p>` : ''}`;
     return `${defaultCard}<section class="card" id="named-servers"><h2>Named servers</h2>
@@ -208,7 +209,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
 <p id="progress-message">${escapeHtml(last?.message ?? 'Waiting for the spawner…')}</p>
 <ol class="log" id="progress-log">${log}</ol>
 <div id="spawn-failed" class="${failed ? '' : 'hidden'}"><p class="error" id="failure-message">${failed ? failure(r) : ''}</p>
-<div class="actions">${postButton(id, spawnUrl(user, name) + nextQuery(next), 'Retry', 'primary')}<a class="button" href="/hub/home">Home</a></div></div>
+<div class="actions">${postButton(id, spawnUrl(user, name) + nextQuery(next), 'Retry', 'primary')}<a class="button" href="${hubUrl('/hub/home')}">Home</a></div></div>
 <div id="spawn-running" class="actions ${failed ? 'hidden' : ''}">${mayStop ? postButton(id, hubServerPath('stop', user, name), 'Stop') : ''}</div>`;
   }
 
@@ -228,7 +229,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
   }
 
   return [
-    { method: 'GET', pattern: /^\/hub\/?$/, handle: (_i, reply) => redirect(reply, '/hub/home') },
+    { method: 'GET', pattern: /^\/hub\/?$/, handle: (_i, reply) => redirect(reply, hubUrl('/hub/home')) },
     {
       method: 'GET', pattern: /^\/hub\/home$/,
       async handle(info, reply) {
@@ -275,7 +276,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         if (r?.state === 'stop') {
           const what = name ? `Server ${escapeHtml(name)}` : user === id.owner.name ? 'Your server' : `The server of ${escapeHtml(user)}`;
           return html(reply, 409, page('Server stopping', `<p id="stopping">${what} is stopping. Start it again once it has stopped.</p>
-<p class="actions"><a class="button primary" href="${escapeHtml(withQuery(info, info.path))}" data-action="again">Try again</a><a class="button" href="/hub/home">Home</a></p>`, nav(id)), [], NO_STORE);
+<p class="actions"><a class="button primary" href="${escapeHtml(withQuery(info, hubUrl(info.path)))}" data-action="again">Try again</a><a class="button" href="${hubUrl('/hub/home')}">Home</a></p>`, nav(id)), [], NO_STORE);
         }
         let options: string | null;
         try {
@@ -318,7 +319,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
           toOpen = serverUrl(resource.user, name) + (query.size ? `?${query}` : '');
         }
         if (r?.state === 'running') return toServer(reply, resource.user, name, next ?? toOpen);
-        if (!r || (r.state !== 'spawn' && r.state !== 'failed')) return redirect(reply, `/hub${serverUrl(resource.user, name)}`);
+        if (!r || (r.state !== 'spawn' && r.state !== 'failed')) return redirect(reply, serverPageUrl(resource.user, name));
         html(reply, 200, page(r.state === 'failed' ? 'Start failed' : 'Starting…', pendingPage(id, resource, r, next), nav(id), {
           scripts: ['spawn.js'],
           data: { progress_url: progressUrl(resource.user, name), server_url: atServer(serverUrl(resource.user, name)), ...(next ? { next_url: atServer(next) } : {}), failed: r.state === 'failed' },
@@ -340,7 +341,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
           return html(reply, 200, page('Delete server', confirmDeletePage(id, resource.user, name), nav(id)), [], NO_STORE);
         }
         await stop(info, id, user, name, verb === 'delete');
-        redirect(reply, '/hub/home');
+        redirect(reply, hubUrl('/hub/home'));
       },
     })),
     {
@@ -355,12 +356,12 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         const r = servers.get(target.name, name);
         const resource = { kind: 'server' as const, user: target.name, name, groups: target.groups };
         // running (the route not yet here): to the server, whose own login decides who may use it
-        if (r?.state === 'running') return toServer(reply, target.name, name, withQuery(info, info.path.slice('/hub'.length)));
+        if (r?.state === 'running') return toServer(reply, target.name, name, withQuery(info, hubUrl(info.path.slice('/hub'.length))));
         if ((r?.state === 'spawn' || r?.state === 'failed') && hasScope(id.scopes, 'read:servers', resource)) return redirect(reply, spawnPendingUrl(target.name, name));
         const label = name ? `Server ${escapeHtml(name)} of ${escapeHtml(target.name)}` : target.name === id.owner.name ? 'Your server' : `The server of ${escapeHtml(target.name)}`;
         const offer = hasScope(id.scopes, 'start:servers', resource)
-          ? `<form method="post" action="${escapeHtml(spawnUrl(target.name, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start ${name ? 'it' : 'your server'}</button><a class="button" href="/hub/home">Home</a></form>`
-          : '<p><a class="button" href="/hub/home">Home</a></p>';
+          ? `<form method="post" action="${escapeHtml(spawnUrl(target.name, name))}" class="actions">${xsrf(id)}${profileSelect()}<button class="primary" data-action="start">Start ${name ? 'it' : 'your server'}</button><a class="button" href="${hubUrl('/hub/home')}">Home</a></form>`
+          : `<p><a class="button" href="${hubUrl('/hub/home')}">Home</a></p>`;
         html(reply, 503, page('Server not running', `<p id="not-running">${label} is not running.</p>${offer}`, nav(id)));
       },
     },

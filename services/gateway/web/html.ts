@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { HubConfig } from '../../../shared/config.js';
 import { REPO_ROOT } from '../../../shared/paths.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -31,7 +32,7 @@ export const STATIC_ASSETS: ReadonlyMap<string, StaticAsset> = (() => {
 export function assetUrl(file: string): string {
   const a = STATIC_ASSETS.get(file);
   if (!a) throw new Error(`no static asset ${file}`);
-  return `/hub/static/${file}?v=${a.etag.slice(1, 9)}`;
+  return `${hubUrl('/hub/static/')}${file}?v=${a.etag.slice(1, 9)}`;
 }
 
 /** Content-Security-Policy of the hub's pages: only the hub's own scripts and styles, framed only by the hub. */
@@ -77,15 +78,15 @@ const THEME_PICKER = '<label class="theme" hidden>Theme <select id="theme-choice
   '<option value="system">System</option><option value="light">Light</option><option value="dark">Dark</option></select></label>';
 
 function topbar(nav?: Nav | string): string {
-  if (!nav) return `<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav></nav>${THEME_PICKER}<a href="/hub/login">Sign in</a></header>`;
+  if (!nav) return `<header class="topbar"><a class="brand" href="${hubUrl('/hub/home')}">Hub</a><nav></nav>${THEME_PICKER}<a href="${hubUrl('/hub/login')}">Sign in</a></header>`;
   const n: Nav = typeof nav === 'string' ? { user: nav } : nav;
   const services = n.services?.length
     ? `<details class="menu" id="services-menu"><summary>Services</summary><ul>${n.services.map((s) => `<li><a href="${escapeHtml(s.href)}">${escapeHtml(s.name)}</a></li>`).join('')}</ul></details>`
     : '';
-  return '<header class="topbar"><a class="brand" href="/hub/home">Hub</a><nav>' +
-    '<a href="/hub/home">Home</a><a href="/hub/token">Token</a>' +
-    (n.admin ? '<a href="/hub/admin">Admin</a>' : '') + services +
-    `</nav>${THEME_PICKER}<span class="who">${escapeHtml(n.user)}</span><a href="/hub/logout" id="logout">Logout</a></header>`;
+  return `<header class="topbar"><a class="brand" href="${hubUrl('/hub/home')}">Hub</a><nav>` +
+    `<a href="${hubUrl('/hub/home')}">Home</a><a href="${hubUrl('/hub/token')}">Token</a>` +
+    (n.admin ? `<a href="${hubUrl('/hub/admin')}">Admin</a>` : '') + services +
+    `</nav>${THEME_PICKER}<span class="who">${escapeHtml(n.user)}</span><a href="${hubUrl('/hub/logout')}" id="logout">Logout</a></header>`;
 }
 
 export function page(title: string, body: string, nav?: Nav | string, options: PageOptions = {}): string {

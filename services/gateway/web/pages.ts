@@ -1,7 +1,7 @@
 // The hub's own pages under /hub/: the page kit (answers, login requirement, XSRF, top bar), login and
 // logout, and the dispatch; home and spawning live in home.ts, tokens in token-page.ts.
 // Forms carry an XSRF token; every redirect target is checked to be a local path.
-import { hubPublicUrl } from '../../../shared/config.js';
+import { publicHubUrl } from '../../../shared/config.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
@@ -17,6 +17,7 @@ import { firstAdminSetup } from './setup-page.js';
 import type { WebSessions } from './sessions.js';
 import { tokenPages } from './token-page.js';
 import { pushAll } from '../../../shared/lists.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 export interface PageDeps extends ApiDeps {
   web: WebSessions;
@@ -60,19 +61,21 @@ export function createPageKit(deps: PageDeps) {
   const html = (reply: Reply, status: number, body: string, cookies: string[] = [], headers: Record<string, string> = {}) =>
     reply.send(status, body, { ...HTML, ...headers }, false, cookies);
 
-  const services = [...deps.services.values()].filter((s) => s.url && s.display !== false).map((s) => ({ name: s.name, href: serviceLocation(deps.subdomains, s.name) }));
-  /** What the top bar offers this person: the Services menu lists only services they may use. */
+  /** What the top bar offers this person: the Services menu lists only services they may use (services come and go at run time). */
   const nav = (id: Identity): Nav => ({
     user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'),
-    services: services.filter((s) => hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name })),
+    services: [...deps.services.values()]
+      .filter((s) => s.url && s.display !== false && hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name }))
+      .map((s) => ({ name: s.name, href: serviceLocation(deps.subdomains, s.name) })),
   });
 
-  const here = (info: RequestInfo) => (info.query ? `${info.path}?${info.query}` : info.path);
+  /** This request's URL as the browser asked it (Hub.base_url in front of the path the hub routes). */
+  const here = (info: RequestInfo) => (info.query ? `${hubUrl(info.path)}?${info.query}` : hubUrl(info.path));
 
   /** The logged-in user, or a redirect to the login page that brings the browser back here. */
   async function requireLogin(info: RequestInfo, reply: Reply): Promise<Identity | null> {
     const id = await web.identify(info);
-    if (!id) redirect(reply, `/hub/login?next=${encodeURIComponent(here(info))}`);
+    if (!id) redirect(reply, `${hubUrl('/hub/login')}?next=${encodeURIComponent(here(info))}`);
     return id;
   }
 
@@ -103,8 +106,8 @@ export function createPages(deps: PageDeps, extra: (kit: PageKit) => PageRoute[]
     const xsrf = web.anonymousXsrf(info);
     const done = new URLSearchParams(info.query).get('setup') === 'done' ? '<p class="notice" id="setup-done">The admin is set up: sign in with the name and password you chose.</p>' : '';
     const nextQuery = next ? `?next=${encodeURIComponent(next)}` : '';
-    const button = offer.button ? `<p><a class="button primary" id="login-with" href="/hub/oauth_login${nextQuery}">Sign in with ${escapeHtml(offer.button)}</a></p>` : '';
-    const form = offer.form ? `<form method="post" action="/hub/login${nextQuery}">
+    const button = offer.button ? `<p><a class="button primary" id="login-with" href="${hubUrl('/hub/oauth_login')}${nextQuery}">Sign in with ${escapeHtml(offer.button)}</a></p>` : '';
+    const form = offer.form ? `<form method="post" action="${hubUrl('/hub/login')}${nextQuery}">
 ${hidden('_xsrf', xsrf.value)}${hidden('next', next)}
 <label>Username<br><input name="username" autocomplete="username" autofocus required></label>
 <label>Password<br><input name="password" type="password" autocomplete="current-password"></label>
@@ -121,9 +124,9 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
       method: 'GET', pattern: /^\/hub\/login$/,
       async handle(info, reply) {
         const next = localPath(new URLSearchParams(info.query).get('next')) ?? '';
-        if (await web.identify(info)) return redirect(reply, browserLocation(deps.subdomains, next || '/hub/home'));
+        if (await web.identify(info)) return redirect(reply, browserLocation(deps.subdomains, next || hubUrl('/hub/home')));
         // Authenticator.auto_login: straight to the provider, as the established hub does
-        if (config.Authenticator.auto_login && config.Hub.authenticator_class === 'oauth') return redirect(reply, `/hub/oauth_login${next ? `?next=${encodeURIComponent(next)}` : ''}`);
+        if (config.Authenticator.auto_login && config.Hub.authenticator_class === 'oauth') return redirect(reply, `${hubUrl('/hub/oauth_login')}${next ? `?next=${encodeURIComponent(next)}` : ''}`);
         loginForm(info, reply, 200, '', next);
       },
     },
@@ -145,7 +148,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
           return loginForm(info, reply, r.unavailable ? 503 : 403, r.message, next);
         }
         info.who = `user:${r.name}`;
-        redirect(reply, browserLocation(deps.subdomains, next || '/hub/home'), web.loginCookies(info, r.name, r.session_id));
+        redirect(reply, browserLocation(deps.subdomains, next || hubUrl('/hub/home')), web.loginCookies(info, r.name, r.session_id));
       },
     },
     ...(['GET', 'POST'] as const).map((method) => ({
@@ -160,7 +163,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
               deps.spawner.stopServer({ user: r.user, name: r.name, by }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)))));
           }
           // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          const ended = await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}`, post_logout_redirect_uri: `${hubPublicUrl(config)}/hub/login` }, callOf(info));
+          const ended = await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}`, post_logout_redirect_uri: publicHubUrl(config, '/hub/login') }, callOf(info));
           await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
           web.forgetSession(id.sessionId);
           // RP-initiated logout: the provider ends its own login too, then sends the browser back here
@@ -168,8 +171,8 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
         }
         // as the established hub 6.1: back to the sign-in page, unless it would send the browser straight to the
         // provider again (auto_login): then a page that says so
-        if (!config.Authenticator.auto_login) return redirect(reply, '/hub/login', web.clearCookies(info));
-        html(reply, 200, page('Signed out', '<p>You are signed out.</p><p><a class="button primary" href="/hub/login">Sign in again</a></p>'), web.clearCookies(info));
+        if (!config.Authenticator.auto_login) return redirect(reply, hubUrl('/hub/login'), web.clearCookies(info));
+        html(reply, 200, page('Signed out', `<p>You are signed out.</p><p><a class="button primary" href="${hubUrl('/hub/login')}">Sign in again</a></p>`), web.clearCookies(info));
       },
     })),
   ];

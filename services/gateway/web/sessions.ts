@@ -6,6 +6,7 @@ import type { AuthClient, TokensClient } from '../../../shared/contracts/index.j
 import { BoundedCache, stringBytes } from '../../../shared/bounded-cache.js';
 import type { Identity } from '../caches.js';
 import { callOf, type RequestInfo } from '../http.js';
+import { baseUrl, hubUrl } from '../../../shared/urls.js';
 
 export const LOGIN_COOKIE = 'hub-hub-login';
 export const SESSION_COOKIE = 'hub-session-id';
@@ -33,7 +34,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
   // Every cookie the hub sets is host-only (no Domain), so with subdomain_host no user's host ever sees one.
   const hostPrefixed = config.Hub.cookie_host_prefix_enabled;
   const loginCookie = hostPrefixed ? `__Host-${LOGIN_COOKIE}` : LOGIN_COOKIE;
-  const loginCookieAt = (info: RequestInfo) => (hostPrefixed ? { path: '/', secure: true } : { path: '/hub/', secure: isSecure(info) });
+  const loginCookieAt = (info: RequestInfo) => (hostPrefixed ? { path: '/', secure: true } : { path: hubUrl('/hub/'), secure: isSecure(info) });
 
   async function session(id: string, info: RequestInfo): Promise<SessionFacts> {
     const hit = sessions.get(id);
@@ -78,7 +79,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
       const secure = isSecure(info);
       return [
         serializeCookie(loginCookie, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { ...loginCookieAt(info), maxAgeSeconds: maxAgeMs / 1000 }),
-        serializeCookie(SESSION_COOKIE, sessionId, { path: '/', secure }),
+        serializeCookie(SESSION_COOKIE, sessionId, { path: baseUrl(), secure }),
       ];
     },
 
@@ -86,8 +87,8 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
       const secure = isSecure(info);
       return [
         serializeCookie(loginCookie, '', { ...loginCookieAt(info), maxAgeSeconds: 0 }),
-        serializeCookie(SESSION_COOKIE, '', { path: '/', maxAgeSeconds: 0, secure }),
-        serializeCookie(XSRF_COOKIE, '', { path: '/hub/', maxAgeSeconds: 0, secure, httpOnly: false }),
+        serializeCookie(SESSION_COOKIE, '', { path: baseUrl(), maxAgeSeconds: 0, secure }),
+        serializeCookie(XSRF_COOKIE, '', { path: hubUrl('/hub/'), maxAgeSeconds: 0, secure, httpOnly: false }),
       ];
     },
 
@@ -99,7 +100,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
       const existing = parseCookies(info.headers.cookie)[XSRF_COOKIE];
       if (existing && /^[A-Za-z0-9_-]{16,64}$/.test(existing)) return { value: existing };
       const value = sealer.mac(`anon:${Math.random()}:${Date.now()}`).slice(0, 32);
-      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: '/hub/', maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
+      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: hubUrl('/hub/'), maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
     },
 
     /** The XSRF value a request carries (form field, query, or header), checked against what it should be. */

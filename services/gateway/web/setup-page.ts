@@ -6,6 +6,7 @@ import type { RequestInfo } from '../http.js';
 import type { Reply } from '../http.js';
 import { escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 export function firstAdminSetup(deps: PageDeps, kit: PageKit): { routes: PageRoute[]; hint: () => Promise<string> } {
   const { auth, web } = deps;
@@ -24,7 +25,7 @@ export function firstAdminSetup(deps: PageDeps, kit: PageKit): { routes: PageRou
     const xsrf = web.anonymousXsrf(info);
     const body = `<section class="card narrow"><p>This hub has no admin yet. Enter the set-up code printed when the hub started,
 and choose the name and password of its first admin.</p>${message ? `<p class="error" id="setup-error">${escapeHtml(message)}</p>` : ''}
-<form method="post" action="/hub/setup" id="setup-form">${hidden('_xsrf', xsrf.value)}
+<form method="post" action="${hubUrl('/hub/setup')}" id="setup-form">${hidden('_xsrf', xsrf.value)}
 <label>Set-up code<br><input name="code" required autocomplete="one-time-code" placeholder="XXXX-XXXX-XXXX" size="16"></label>
 <label>Admin name<br><input name="username" required autocomplete="username" value="${escapeHtml(name)}"></label>
 <label>Password<br><input name="password" type="password" required autocomplete="new-password"></label>
@@ -58,7 +59,7 @@ and choose the name and password of its first admin.</p>${message ? `<p class="e
           return setupForm(info, reply, e.status, e.message, name);
         }
         closed = true;
-        redirect(reply, '/hub/login?setup=done');
+        redirect(reply, `${hubUrl('/hub/login')}?setup=done`);
       },
     },
   ];
@@ -67,7 +68,7 @@ and choose the name and password of its first admin.</p>${message ? `<p class="e
   async function hint(): Promise<string> {
     if (deps.config.Hub.authenticator_class !== 'password') return '';
     const open = await isOpen().catch(() => false);
-    return open ? '<p class="notice" id="setup-hint">No admin yet? <a href="/hub/setup">Set up this hub</a> with the code printed when it started.</p>' : '';
+    return open ? `<p class="notice" id="setup-hint">No admin yet? <a href="${hubUrl('/hub/setup')}">Set up this hub</a> with the code printed when it started.</p>` : '';
   }
 
   return { routes, hint };

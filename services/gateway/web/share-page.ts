@@ -2,6 +2,7 @@
 // with a person or a group, and makes a share code (its link shown once, with its expiry); home links here from
 // each server the visitor may share, and lists what is shared with them (Open, Leave). Every form is a POST with
 // the session's XSRF value; the checks are the API's (api/shares.ts), the shares themselves the tokens actor's.
+import { hubPublicUrl } from '../../../shared/config.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { hubServerPath, serverUrl } from '../../../shared/servers.js';
@@ -11,6 +12,7 @@ import type { Identity } from '../caches.js';
 import type { Reply } from '../http.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 /** Expiry choices of a share code (seconds), within the API's one minute to one year. */
 const CODE_EXPIRY: [number, string][] = [[3600, '1 hour'], [86_400, '1 day'], [604_800, '1 week'], [2_592_000, '30 days']];
@@ -130,7 +132,7 @@ export function sharePages(deps: PageDeps, kit: PageKit): PageRoute[] {
             });
             // the code exists only in this answer: shown once, never stored in a cookie or a redirect
             // a link to send must be whole: Hub.public_url, else the address this browser used to reach the hub
-            const base = deps.config.Hub.public_url.replace(/\/+$/, '') || `${web.isSecure(info) ? 'https' : 'http'}://${info.headers.host ?? '127.0.0.1'}`;
+            const base = (deps.config.Hub.public_url && hubPublicUrl(deps.config)) || `${web.isSecure(info) ? 'https' : 'http'}://${info.headers.host ?? '127.0.0.1'}`;
             const link = `${base}${acceptShareUrl(r.code)}`;
             return render(reply, id, s, 200, `<p class="notice" id="new-link">Send this link (shown once here; it expires ${escapeHtml(ago(r.model!.expires_at))}):<br><code id="share-link">${escapeHtml(link)}</code></p>`);
           } else if (op === 'revoke-code') {
@@ -156,7 +158,7 @@ export function sharePages(deps: PageDeps, kit: PageKit): PageRoute[] {
         if (!hasScope(id.scopes, 'users:shares', { kind: 'user', name: me, groups: (await users.get(me))?.groups ?? [] })) throw errors.forbidden('You may not change your shares');
         const r = await tokens.deleteShares({ owner, has_server: true, server_name: name, grantee: { kind: 'user', name: me }, with_groups: false, by: `user:${me}` });
         forgetGrantees(deps, r.affected);
-        redirect(reply, '/hub/home');
+        redirect(reply, hubUrl('/hub/home'));
       },
     },
   ];

@@ -10,6 +10,7 @@ import { callOf, type RequestInfo } from '../http.js';
 import type { TokenRecord } from '../api/models.js';
 import { ago, escapeHtml, hidden, page } from './html.js';
 import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
+import { hubUrl } from '../../../shared/urls.js';
 
 const NEW_TOKEN_COOKIE = 'hub-new-token';
 const NEW_TOKEN_MAX_AGE = 120;
@@ -27,7 +28,7 @@ export function tokenPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { tokens, web } = deps;
   const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
   const flashCookie = (info: RequestInfo, value: string, maxAgeSeconds: number) =>
-    serializeCookie(NEW_TOKEN_COOKIE, value, { path: '/hub/token', maxAgeSeconds, secure: web.isSecure(info) });
+    serializeCookie(NEW_TOKEN_COOKIE, value, { path: hubUrl('/hub/token'), maxAgeSeconds, secure: web.isSecure(info) });
 
   const scopeList = (scopes: string[]) => {
     const shown = scopes.slice(0, SHOWN_SCOPES).map((s) => `<code>${escapeHtml(s)}</code>`).join(' ');
@@ -49,7 +50,7 @@ export function tokenPages(deps: PageDeps, kit: PageKit): PageRoute[] {
 <p><code class="token" id="new-token">${escapeHtml(fresh)}</code> <button type="button" id="copy-token" data-copy="new-token">Copy</button> <span id="copied" class="ok hidden">Copied</span></p></section>`
       : '';
     const requestForm = `<section class="card"><h2>Request a new API token</h2>${error ? `<p class="error" id="token-error">${escapeHtml(error)}</p>` : ''}
-<form method="post" action="/hub/token" id="request-token">${hidden('_xsrf', web.xsrfFor(id.sessionId))}
+<form method="post" action="${hubUrl('/hub/token')}" id="request-token">${hidden('_xsrf', web.xsrfFor(id.sessionId))}
 <label>Note <input name="note" maxlength="200" size="40" value="${escapeHtml(kept?.get('note') ?? '')}" placeholder="what the token is for"></label>
 <label>Expires in <select name="expires_in">${expiry}</select></label>
 <label>Scopes <input name="scopes" size="50" value="${escapeHtml(kept?.get('scopes') ?? '')}" placeholder="empty: everything you may do; e.g. read:users!user self"></label>
@@ -71,7 +72,7 @@ export function tokenPages(deps: PageDeps, kit: PageKit): PageRoute[] {
 <section class="card"><h2>Authorized applications</h2><table id="oauth-clients">${head.replace('<th>Note</th>', '<th>Application</th>')}<tbody>${apps || '<tr><td colspan="6" class="muted">No applications.</td></tr>'}</tbody></table></section>
 <p id="revoke-error" class="error hidden"></p>`;
     void status;
-    return page('API tokens', body, nav(id), { scripts: ['token.js'], data: { tokens_url: `/hub/api/users/${escapeName(me)}/tokens/`, xsrf: web.xsrfFor(id.sessionId) } });
+    return page('API tokens', body, nav(id), { scripts: ['token.js'], data: { tokens_url: hubUrl(`/hub/api/users/${escapeName(me)}/tokens/`), xsrf: web.xsrfFor(id.sessionId) } });
   }
 
   return [
@@ -106,7 +107,7 @@ export function tokenPages(deps: PageDeps, kit: PageKit): PageRoute[] {
           if (!(e instanceof HubError) || e.status >= 500) throw e;
           return html(reply, e.status, await render(info, id, null, e.status, e.message, f), [], NO_STORE);
         }
-        redirect(reply, '/hub/token', [flashCookie(info, web.sealer.seal({ t: token, s: id.sessionId, at: Date.now() } satisfies Flash), NEW_TOKEN_MAX_AGE)]);
+        redirect(reply, hubUrl('/hub/token'), [flashCookie(info, web.sealer.seal({ t: token, s: id.sessionId, at: Date.now() } satisfies Flash), NEW_TOKEN_MAX_AGE)]);
       },
     },
   ];

@@ -11,7 +11,7 @@ import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { hubInternalUrl, type HubConfig } from '../../../shared/config.js';
+import { internalHubUrl, type HubConfig } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../../shared/paths.js';
 import { locationTarget } from '../../../shared/servers.js';
@@ -288,7 +288,7 @@ export function createSlurmBackend(ctx: BackendContext): SpawnerBackend {
   const options = ctx.config.SlurmSpawner;
   const slurm = new Slurm(options);
   const watcher = new JobWatcher(slurm, options.poll_interval * 1000, ctx.log);
-  const internalApi = `${hubInternalUrl(ctx.config)}/hub/api`;
+  const internalApi = internalHubUrl(ctx.config, '/hub/api'); // under Hub.base_url, as HUB_API_URL is
   const asRoot = process.getuid?.() === 0;
 
   /** Who the job runs as: with root, the user's own account (which must exist on the cluster); else the hub's. */

@@ -41,7 +41,7 @@
   async function api(method, path, body) {
     const headers = { Accept: `${PAGED}, application/json`, 'X-XSRFToken': cfg.xsrf };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    const r = await fetch(`/hub/api${path}`, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await fetch(`${cfg.api}${path}`, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await r.text();
     let data = null;
     try {
