@@ -2,13 +2,13 @@
 // `scripts/setup.mjs --for-tests` makes under .cache/jupyter-6.1 (jupyterhub 6.1.1, JupyterLab 4.6, the idle
 // culler 2.0, ipykernel), the spawner options that run it, the servers' own output for a failure's evidence, and
 // the end of a system account's processes after its hub stopped.
-import type { ExecutionContext } from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, sleep, type HubUnderTest } from '../harness.js';
-import type { Page } from './browser.js';
+import { launchBrowser, type Browser, type Page } from './browser.js';
 
 export const VENV = join(REPO, '.cache', 'jupyter-6.1');
 export const SINGLEUSER = join(VENV, 'bin', 'jupyterhub-singleuser');
@@ -20,6 +20,26 @@ export function requireVenv(): void {
   if (!existsSync(stamp) || !existsSync(SINGLEUSER) || !existsSync(CULLER)) {
     throw new Error(`${VENV} is missing or incomplete: run \`node scripts/setup.mjs --for-tests\` (it installs jupyterhub 6.1.1, jupyterlab 4.6.6, jupyterhub-idle-culler 2.0.0 and ipykernel there)`);
   }
+}
+
+/**
+ * A test file's hooks: the venv checked and one browser launched before its tests, the browser closed and the
+ * file's system accounts removed after them. Returns the browser, for the tests.
+ */
+export function venvBrowser(accounts: { removeAll(): void }): () => Browser {
+  let browser: Browser | undefined;
+  test.before(async () => {
+    requireVenv();
+    browser = await launchBrowser();
+  });
+  test.after.always(async () => {
+    await browser?.close();
+    accounts.removeAll();
+  });
+  return () => {
+    if (!browser) throw new Error('the browser did not start (see the before hook)');
+    return browser;
+  };
 }
 
 /** What a single-user server is started with: the venv's server, its bin first on PATH (so the kernel is its python), JupyterLab as the landing page (JUPYTERHUB_DEFAULT_URL). */

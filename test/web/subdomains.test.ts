@@ -13,23 +13,14 @@ import { join } from 'node:path';
 import { freePort, startHub, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { systemAccounts } from '../spawner/helpers.js';
-import { launchBrowser, login, newPage, type Browser, type Page } from './browser.js';
-import { logsOf, requireVenv, userProcessesEnd, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
+import { login, newPage, type Page } from './browser.js';
+import { logsOf, userProcessesEnd, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
 const ADMIN = randomToken();
 const accounts = systemAccounts('sd');
-let browser: Browser | undefined;
+const browser = venvBrowser(accounts);
 
-test.before(async () => {
-  requireVenv();
-  browser = await launchBrowser();
-});
-
-test.after.always(async () => {
-  await browser?.close();
-  accounts.removeAll();
-});
 
 /**
  * What a script on the page's origin gets from `fetch`: the status and the start of the body, or the error's name (a
@@ -80,8 +71,8 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
       },
     });
     const api = apiClient(hub.url);
-    const a = await newPage(browser!);
-    const b = await newPage(browser!);
+    const a = await newPage(browser());
+    const b = await newPage(browser());
     try {
       await withEvidence(t, [a, b], hub, async () => {
         // both log in at the hub's host and start their servers from its home page

@@ -108,8 +108,8 @@ export function createProxy(deps: ProxyDeps) {
    */
   function handleOnSubdomain(res: uWS.HttpResponse, req: uWS.HttpRequest, raw: string, site: HostRoutes | typeof NO_ROUTES, hostHeader: string): void {
     const n = normalizePath(raw);
-    const browser = req.getHeader('accept').includes('text/html');
-    if (!n) return answerError(res, errors.badRequest('Invalid request path'), browser);
+    // Accept is read only for an error, never on the forwarding path
+    if (!n) return answerError(res, errors.badRequest('Invalid request path'), req.getHeader('accept').includes('text/html'));
     const entry = site === NO_ROUTES ? null : routes().match(n.segments, site);
     if (entry && !entry.hub) {
       activity.touch(entry);
@@ -120,7 +120,7 @@ export function createProxy(deps: ProxyDeps) {
     if (user !== null && sub!.userHost(user) === hostnameOf(hostHeader)) return redirectToHub(res, n, query);
     const method = req.getCaseSensitiveMethod().toUpperCase();
     if (isHubPath(n.path) && (method === 'GET' || method === 'HEAD')) return redirect(res, `${sub!.hubOrigin}${n.path}${query ? `?${query}` : ''}`);
-    answerError(res, errors.notFound(`Nothing at ${cap(n.path, 100)} on ${cap(hostHeader, 100)}: this host serves only its own servers; the hub is at ${sub!.hubOrigin}${hubPrefix}`), browser);
+    answerError(res, errors.notFound(`Nothing at ${cap(n.path, 100)} on ${cap(hostHeader, 100)}: this host serves only its own servers; the hub is at ${sub!.hubOrigin}${hubPrefix}`), req.getHeader('accept').includes('text/html'));
   }
 
   return {
