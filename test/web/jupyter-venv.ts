@@ -97,3 +97,30 @@ export async function withEvidence(t: ExecutionContext, pages: Array<{ page: Pag
     throw e;
   }
 }
+
+/**
+ * From JupyterLab's launcher: a new notebook on the venv's Python kernel, once the kernel says Idle (a cell run before
+ * it is connected is silently not executed: JupyterLab clears its prompt). `run` types code into the last cell, runs it
+ * and returns the text of its output, which comes over the kernel's WebSocket.
+ */
+export async function newNotebook(page: Page): Promise<{ title: string; run: (code: string) => Promise<string> }> {
+  const card = page.locator('.jp-Launcher .jp-LauncherCard[data-category="Notebook"]').first();
+  await card.waitFor({ state: 'visible', timeout: 30_000 });
+  const title = (await card.getAttribute('title')) ?? (await card.innerText());
+  await card.click();
+  const notebook = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  await notebook.locator('.jp-Cell .cm-content').first().waitFor({ state: 'visible', timeout: 30_000 });
+  await page.locator('.jp-StatusBar-Widget').getByText(/^Python 3 \(ipykernel\) \| Idle$/).waitFor({ timeout: 45_000 });
+  let runs = 0;
+  return {
+    title,
+    async run(code: string): Promise<string> {
+      await notebook.locator('.jp-Cell .cm-content').last().click();
+      await page.keyboard.type(code);
+      await page.keyboard.press('Shift+Enter');
+      const output = notebook.locator('.jp-OutputArea-output').nth(runs++);
+      await output.waitFor({ state: 'visible', timeout: 45_000 });
+      return (await output.innerText()).trim();
+    },
+  };
+}

@@ -11,7 +11,7 @@ import { isAlive, sleep, startHub, waitFor } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { serverRecord, systemAccounts } from '../spawner/helpers.js';
 import { login, newPage } from './browser.js';
-import { CULLER, logsOf, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
+import { CULLER, logsOf, newNotebook, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
 const accounts = systemAccounts('h10l');
@@ -46,29 +46,12 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
 
       // JupyterLab's own UI: the main dock panel and the launcher
       await page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
-      const card = page.locator('.jp-Launcher .jp-LauncherCard[data-category="Notebook"]').first();
-      await card.waitFor({ state: 'visible', timeout: 30_000 });
-      t.regex((await card.getAttribute('title')) ?? (await card.innerText()), /Python 3/);
-
       // a new notebook on the venv's kernel; a cell typed and run; its output comes over the kernel's WebSocket
-      await card.click();
-      const notebook = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)');
-      await notebook.locator('.jp-Cell .cm-content').first().waitFor({ state: 'visible', timeout: 30_000 });
-      // a cell run before the kernel is connected is silently not executed (JupyterLab clears its prompt): wait for "Idle"
-      await page.locator('.jp-StatusBar-Widget').getByText(/^Python 3 \(ipykernel\) \| Idle$/).waitFor({ timeout: 45_000 });
-      await notebook.locator('.jp-Cell .cm-content').first().click();
-      await page.keyboard.type('print(6*7)');
-      await page.keyboard.press('Shift+Enter');
-      const output = notebook.locator('.jp-OutputArea-output').first();
-      await output.waitFor({ state: 'visible', timeout: 45_000 });
-      t.is((await output.innerText()).trim(), '42');
+      const notebook = await newNotebook(page);
+      t.regex(notebook.title, /Python 3/);
+      t.is(await notebook.run('print(6*7)'), '42');
       // the kernel is the venv's python, running as the user
-      await notebook.locator('.jp-Cell .cm-content').last().click();
-      await page.keyboard.type('import sys, getpass; print(sys.executable, getpass.getuser())');
-      await page.keyboard.press('Shift+Enter');
-      const second = notebook.locator('.jp-OutputArea-output').nth(1);
-      await second.waitFor({ state: 'visible', timeout: 30_000 });
-      t.is((await second.innerText()).trim(), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
+      t.is(await notebook.run('import sys, getpass; print(sys.executable, getpass.getuser())'), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
 
       // a notebook with run cells is unsaved: JupyterLab asks before the page goes; a person says leave
       page.on('dialog', (d) => void (d.type() === 'beforeunload' ? d.accept() : d.dismiss()));

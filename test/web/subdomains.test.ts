@@ -1,7 +1,8 @@
 // Per-user subdomains in a real browser (Debian's Chromium, which resolves `*.localhost` to loopback), with the
 // established hub's single-user server (jupyterhub-singleuser 6.1.1, JupyterLab 4.6, from the pinned venv) doing its
 // own part of it: Hub.subdomain_host `http://hub.localhost:<port>` and `__Host-` cookies. Alice and Bob log in and
-// start their servers from the hub's home page; each JupyterLab loads at its own host and links back to the hub's.
+// start their servers from the hub's home page; each JupyterLab loads at its own host (a cell runs on alice's kernel over
+// the WebSocket there) and links back to the hub's.
 // Then script on alice's host — in alice's browser, and in bob's when alice shares her server with him — tries what
 // a malicious notebook or file would: the hub's API with the visitor's session (blocked: the browser refuses the
 // answer to the script, and a write reaches nothing), bob's server with bob's cookies (blocked), bob's server by path
@@ -14,7 +15,7 @@ import { freePort, startHub, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { systemAccounts } from '../spawner/helpers.js';
 import { login, newPage, type Page } from './browser.js';
-import { logsOf, userProcessesEnd, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
+import { logsOf, newNotebook, userProcessesEnd, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
 const ADMIN = randomToken();
@@ -87,6 +88,9 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
         for (const c of await a.context.cookies()) t.false(c.domain.startsWith('.'), `cookie ${c.name} is host-only (domain ${c.domain})`);
         t.false((await a.context.cookies(aliceOrigin)).some((c) => c.name.includes('hub-hub-login') || c.name === 'hub-session-id'), 'alice\'s host gets no hub cookie');
         t.true((await a.context.cookies(aliceOrigin)).some((c) => c.name === `__Host-hub-user-${alice}`), 'the 6.1 server keeps its token in a __Host- cookie of its own host');
+
+        // a cell runs on alice's kernel: its output comes over the WebSocket at her host
+        t.is(await (await newNotebook(a.page)).run('print(6*7)'), '42');
 
         // JupyterLab's hub links go to the hub's host (the 6.1 server's JUPYTERHUB_HOST): File → Hub Control Panel
         await a.page.locator('#jp-menu-panel .lm-MenuBar-item', { hasText: /^File$/ }).click();
