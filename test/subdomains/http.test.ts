@@ -182,6 +182,11 @@ test.serial('subdomains: a server\'s environment names the hub\'s host and its o
 });
 
 test.serial('subdomains: the hub\'s cookies are host-only (`__Host-`, no Domain): a user\'s host never gets them, and a write from there without XSRF is refused', async (t) => {
+  // the login form's XSRF cookie is `__Host-` too: a user's server cannot plant one to sign a visitor in as someone else
+  const form = await get('hub.localhost', '/hub/login');
+  const formCookie = [form.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-_xsrf='));
+  t.truthy(formCookie, JSON.stringify(form.headers['set-cookie']));
+  t.regex(formCookie!, /; Path=\/;.*; Secure/);
   const { setCookies, cookie } = await login('alice');
   t.true(setCookies.length >= 2, setCookies.join('\n'));
   for (const line of setCookies) t.notRegex(line, /;\s*domain=/i, `no Domain attribute: ${line}`);
