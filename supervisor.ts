@@ -8,7 +8,10 @@ import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
 import { waitForHttp } from './services/spawner/readiness.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
-import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, natsServers, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { natsTlsStance, offMachineNatsPeers, prepareInternalTls, type NatsTlsFiles } from './shared/internal-ssl.js';
+import { busEnv, busSecret, SECRET_SHAPE_TEXT, validBusSecret } from './shared/nats-auth.js';
+import { natsServerConfig } from './shared/nats-server-config.js';
 import { withPrefixAliases } from './shared/environment.js';
 import { createLogger, type Logger } from './shared/log.js';
 import { ACTORS, actorEntry, REPO_ROOT, resolvedConfigPath, runDir, RUNNING_FROM_SOURCE } from './shared/paths.js';
@@ -21,7 +24,8 @@ import { serviceCallbackUrl, subdomainsOf } from './shared/subdomains.js';
 import { announceReady } from './shared/ready-line.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
-import { isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
+import { certificateProblems } from './shared/tls.js';
+import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
 const SHUTDOWN_GRACE_MS = 250;
@@ -40,7 +44,7 @@ const SHUTDOWN_GRACE_MS = 250;
  */
 const MALLOC_ARENAS = process.env.MALLOC_ARENA_MAX || '2';
 
-/** Actors an API request needs, started before the others; and how long the others wait for the front door. */
+/** Actors an API request needs, started before the others; and how long the others wait for a gateway's start. */
 const API_PATH = new Set(['tokens', 'auth', 'gateway']);
 const FRONT_DOOR_FIRST_MS = 3000;
 
@@ -158,6 +162,36 @@ async function awaitServices(services: ServiceConfig[], children: SupervisedChil
   return (await Promise.all(checks)).find((why) => why !== null) ?? null;
 }
 
+/**
+ * Hub.internal_ssl at start: the CA and this node's certificate made (or the operator's files checked), and every
+ * NATS the hub is told to use (Hub.nats_url) asked whether it refuses plain connections: one that accepts them
+ * stops the start. Without internal_ssl, NATS traffic that leaves this machine is named once as a risk.
+ */
+async function internalTlsAtStart(config: HubConfig, ownNats: boolean, log: Logger): Promise<NatsTlsFiles | undefined> {
+  if (!config.Hub.internal_ssl) {
+    const peers = offMachineNatsPeers(config);
+    if (peers.length) {
+      log.warn({ event: 'nats.plain_between_machines', peers }, `NATS traffic to ${peers.join(', ')} leaves this machine in plain text without Hub.internal_ssl: `
+        + 'the calls between nodes carry passwords and API tokens, readable and forgeable by anyone on the network path');
+    }
+    return undefined;
+  }
+  let files: NatsTlsFiles;
+  try {
+    files = prepareInternalTls(config);
+  } catch (e) {
+    throw new ConfigError([(e as Error).message]);
+  }
+  const own = `nats://127.0.0.1:${config.Hub.nats_port}`;
+  const others = natsServers(config.Hub.nats_url).filter((u) => !(ownNats && new URL(u).port === String(config.Hub.nats_port) && /^(127\.|localhost)/.test(new URL(u).hostname)));
+  for (const url of others.filter((u) => u !== own)) {
+    const stance = await natsTlsStance(url, 2000);
+    if (stance === 'plain') throw new ConfigError([`Hub.internal_ssl: the NATS at ${url} accepts plain connections (or TLS without a client certificate): configure it with a tls block with verify: true`]);
+    if (typeof stance === 'object') log.warn({ event: 'nats.tls_unchecked', url, why: stance.unreachable }, `Hub.internal_ssl: could not ask the NATS at ${url} whether it refuses plain connections (${stance.unreachable}); actors will connect with TLS only`);
+  }
+  return files;
+}
+
 function restartPolicy(config: HubConfig): RestartPolicy {
   const s = config.Supervisor;
   return {
@@ -173,7 +207,9 @@ async function start(config: HubConfig): Promise<void> {
   const spawner = preflightSpawner(config, log);
   // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts
   const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
-  if (spawner.problems.length || authProblems.length) throw new ConfigError([...spawner.problems, ...authProblems]);
+  // the front door's certificate files (Hub.ssl_cert/ssl_key): readable, parsed, the key the certificate's
+  const tlsProblems = config.Supervisor.actors.includes('gateway') ? certificateProblems(config) : [];
+  if (spawner.problems.length || authProblems.length || tlsProblems.length) throw new ConfigError([...spawner.problems, ...authProblems, ...tlsProblems]);
   for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
@@ -211,22 +247,23 @@ async function start(config: HubConfig): Promise<void> {
     renameSync(tmp, processesFile(dataDir));
   };
   // Children get what they need to run, not the supervisor's whole environment.
-  const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV };
+  const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV,
+    NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS }; // a CA of one's own (an ACME CA's directory, an https target)
   // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
   const metricsProblems = metricsEnvProblems(process.env);
   if (metricsProblems.length) throw new ConfigError(metricsProblems);
   const metricsEnv = Object.fromEntries(METRICS_ENV.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
-  // NATS admits only the hub's processes (servers and services never get this); fresh at each start unless
-  // given, and kept 0600 in the run dir for an operator's `nats --token` (e.g. to follow the audit stream)
-  // A cluster's members admit each other and every node's actors with one token: it must be given to each node.
+  // The hub's NATS secret: HUB_NATS_TOKEN when given, else made at the first start and kept in the data dir (0600).
+  // It is the admin's password and the routes' between cluster members, and every bus user's password is derived
+  // from it (shared/nats-auth.ts): each actor gets only its own user's, so none can speak as another.
+  // A cluster's members admit each other and every node's actors with it: it must be given to each node.
   const clustered = config.Hub.nats_cluster_port > 0;
   if (clustered && !process.env[NATS_TOKEN_ENV]) throw new ConfigError([`Hub.nats_cluster_port: every member of a NATS cluster needs the same token: set ${NATS_TOKEN_ENV} on every node`]);
-  const natsToken = process.env[NATS_TOKEN_ENV] || `hub_${newToken()}`;
-  if (!/^[A-Za-z][A-Za-z0-9_]{15,}$/.test(natsToken)) throw new ConfigError([`${NATS_TOKEN_ENV}: expected 16 or more letters, digits and "_", starting with a letter`]);
+  if (process.env[NATS_TOKEN_ENV] && !validBusSecret(process.env[NATS_TOKEN_ENV])) throw new ConfigError([`${NATS_TOKEN_ENV}: expected ${SECRET_SHAPE_TEXT}`]);
+  const natsSecret = busSecret(dataDir, process.env[NATS_TOKEN_ENV], true)!;
   // the hub starts its own NATS unless it is told to use an existing one (a cluster member is always its own)
   const ownNats = !config.Hub.nats_url || clustered;
-  if (ownNats || process.env[NATS_TOKEN_ENV]) writeFileSync(join(run, 'nats.token'), natsToken, { mode: 0o600 });
-  const tokenEnv = !ownNats && !process.env[NATS_TOKEN_ENV] ? {} : { [NATS_TOKEN_ENV]: natsToken };
+  const natsTls = await internalTlsAtStart(config, ownNats, log);
   // the auth state key goes to the auth actor alone; a hub asked to keep auth state without one does not start
   let cryptEnv: NodeJS.ProcessEnv = {};
   if (config.Authenticator.enable_auth_state) {
@@ -236,20 +273,15 @@ async function start(config: HubConfig): Promise<void> {
   }
 
   if (ownNats) {
-    const routes = config.Hub.nats_routes.map((u) => u.replace('nats://', `nats://hub:${natsToken}@`));
-    children.push(new SupervisedChild({
-      id: 'nats', command: findNatsServer(), args: ['-c', join(REPO_ROOT, clustered ? 'nats-cluster.conf' : 'nats.conf')], ipc: false,
-      env: {
-        ...baseEnv, HUB_NATS_PORT: String(config.Hub.nats_port),
-        // a cluster's members need names of their own (the port alone may repeat on other machines)
-        HUB_NATS_NAME: clustered ? `hub-${config.Hub.node_name}-${config.Hub.nats_port}` : `hub-${config.Hub.nats_port}`,
-        HUB_NATS_STORE_DIR: join(dataDir, 'jetstream'), HUB_NATS_PID_FILE: join(run, 'nats.pid'), ...tokenEnv,
-        ...(clustered ? {
-          HUB_NATS_CLUSTER_HOST: config.Hub.nats_cluster_ip, HUB_NATS_CLUSTER_PORT: String(config.Hub.nats_cluster_port),
-          HUB_NATS_ROUTES: `[${routes.join(', ')}]`,
-        } : {}),
-      },
-    }, policy, log, recordProcesses));
+    const natsConf = join(run, 'nats.conf');
+    writeFileSync(natsConf, natsServerConfig({
+      port: config.Hub.nats_port,
+      // a cluster's members need names of their own (the port alone may repeat on other machines)
+      name: clustered ? `hub-${config.Hub.node_name}-${config.Hub.nats_port}` : `hub-${config.Hub.nats_port}`,
+      storeDir: join(dataDir, 'jetstream'), pidFile: join(run, 'nats.pid'), secret: natsSecret, tls: natsTls,
+      ...(clustered ? { cluster: { host: config.Hub.nats_cluster_ip, port: config.Hub.nats_cluster_port, routes: config.Hub.nats_routes } } : {}),
+    }), { mode: 0o600 });
+    children.push(new SupervisedChild({ id: 'nats', command: findNatsServer(), args: ['-c', natsConf], ipc: false, env: baseEnv }, policy, log, recordProcesses));
   }
   // Supervisor.actors: which actors run on this node (the others run on other nodes of the same hub)
   for (const actor of ACTORS.filter((a) => config.Supervisor.actors.includes(a))) {
@@ -260,7 +292,7 @@ async function start(config: HubConfig): Promise<void> {
         id: i > 1 ? `${actor}-${i}` : actor, command: process.execPath, ipc: true,
         args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
         env: {
-          ...baseEnv, ...metricsEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...tokenEnv, ...(actor === 'auth' ? cryptEnv : {}),
+          ...baseEnv, ...metricsEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...busEnv(natsSecret, actor), ...(actor === 'auth' ? cryptEnv : {}),
           ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}),
         },
       }, policy, log, recordProcesses));
@@ -317,8 +349,13 @@ async function start(config: HubConfig): Promise<void> {
     });
   }
   if (config.Supervisor.actors.includes('gateway')) {
-    const host = ['0.0.0.0', '::', ''].includes(config.Hub.ip) ? '127.0.0.1' : config.Hub.ip;
-    await waitForPort(config.Hub.port, FRONT_DOOR_FIRST_MS, 'the gateway', host).catch(() => undefined);
+    // the gateways listen only once the others answer: they say over IPC when their own start is done
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, FRONT_DOOR_FIRST_MS);
+      for (const gateway of apiPath.filter((c) => c.spec.id.startsWith('gateway'))) {
+        gateway.onMessage((m) => { if (isGatewayBooted(m)) { clearTimeout(timer); resolve(); } });
+      }
+    });
   }
   for (const child of rest) if (!apiPath.includes(child)) child.start();
   // (a stop meanwhile ends the process, and these waits with it)

@@ -3,14 +3,12 @@
 // stored event as one JSON line. Reading needs NATS only: an external NATS (Hub.nats_url) can be read while the
 // hub is down. Every wait is bounded: connecting, each request, and the silence tolerated before all events
 // already stored have arrived; --follow waits for new events until Ctrl-C.
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { connect, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import { natsUrl } from '../shared/actor.js';
-import { NATS_TOKEN_ENV, natsServers, type HubConfig } from '../shared/config.js';
-import { runDir } from '../shared/paths.js';
+import { natsServers } from '../shared/config.js';
 import { AUDIT_STREAM, subjects } from '../shared/subjects.js';
 import { UsageError } from './args.js';
+import { connectOptions, operatorNatsLink } from './credentials.js';
 import { CliError, runningHub } from './hub.js';
 import type { VerbInput } from './main.js';
 
@@ -101,10 +99,12 @@ export async function audit({ config, flags }: VerbInput): Promise<number> {
   const hub = runningHub(config);
   const url = natsUrl(hub?.config ?? config);
   const where = `the hub's NATS at ${safeUrl(url)}`;
+  // as the audit credential: it may read the audit stream and nothing else (shared/nats-auth.ts)
+  const link = operatorNatsLink(hub?.config ?? config, 'audit');
   let nc: NatsConnection;
   try {
     nc = await connect({
-      servers: natsServers(url), name: 'hub-cli-audit', timeout: CONNECT_TIMEOUT_MS, waitOnFirstConnect: false, ...natsTokenOf(config),
+      servers: natsServers(url), name: 'hub-cli-audit', timeout: CONNECT_TIMEOUT_MS, waitOnFirstConnect: false, ...connectOptions(link),
       maxReconnectAttempts: follow ? FOLLOW_RECONNECTS : 0, reconnectTimeWait: 1000,
     });
   } catch (e) {
@@ -189,11 +189,4 @@ function matches(e: AuditRecord, typeMatch: RegExp | null, whoMatch: RegExp | nu
     if (!whoMatch.test(who) && !whoMatch.test(who.slice(who.indexOf(':') + 1))) return false;
   }
   return true;
-}
-
-/** The hub's NATS admits only holders of its token: the environment's, else the one the supervisor keeps in the run dir (0600). */
-export function natsTokenOf(config: HubConfig): { token?: string } {
-  const file = join(runDir(config.Hub.data_dir), 'nats.token');
-  const token = process.env[NATS_TOKEN_ENV] || (existsSync(file) ? readFileSync(file, 'utf8').trim() : '');
-  return token ? { token } : {};
 }

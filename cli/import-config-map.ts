@@ -204,17 +204,21 @@ interface Tools {
 
 type Transform = (value: any, t: Tools) => void;
 
+const urlOf = (v: unknown): URL | undefined => {
+  try {
+    return new URL(String(v));
+  } catch {
+    return undefined;
+  }
+};
+
 /** Python's log levels (numbers or names) → pino's. */
 const LOG_LEVELS: Record<string, string> = { 10: 'debug', 20: 'info', 30: 'warn', 40: 'error', 50: 'fatal', DEBUG: 'debug', INFO: 'info', WARN: 'warn', WARNING: 'warn', ERROR: 'error', CRITICAL: 'fatal' };
 
 /** The established hub's own address for servers (its internal API, port 8081) becomes this hub's gateway there. */
 function hubConnect(url: string, t: Tools, fromIp = false) {
-  let host: string;
-  try {
-    host = fromIp ? url : new URL(url).hostname;
-  } catch {
-    return t.skip(`${JSON.stringify(url)} is not a URL`);
-  }
+  const host = fromIp ? url : urlOf(url)?.hostname;
+  if (!host) return t.skip(`${JSON.stringify(url)} is not a URL`);
   const port = Number(t.other('JupyterHub', 'port')) || Number(/:(\d+)/.exec(String(t.other('JupyterHub', 'bind_url') ?? ''))?.[1]) || 8000;
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   if (t.spawner === 'docker') t.set('DockerSpawner.hub_connect_url', base);
@@ -223,7 +227,7 @@ function hubConnect(url: string, t: Tools, fromIp = false) {
   t.note(`the host kept, the port made this hub's (${port}): there is no separate hub API port here`);
 }
 
-const SERVICE_KEYS = new Set(['name', 'admin', 'url', 'api_token', 'display', 'oauth_no_confirm', 'environment', 'user', 'cwd', 'info', 'oauth_client_id', 'oauth_redirect_uri', 'oauth_client_allowed_scopes', 'oauth_roles', 'command']);
+const SERVICE_KEYS = new Set(['name', 'admin', 'url', 'api_token', 'display', 'oauth_no_confirm', 'environment', 'user', 'cwd', 'info', 'oauth_client_id', 'oauth_redirect_uri', 'oauth_client_allowed_scopes', 'oauth_roles', 'command', 'timeout']);
 
 function services(list: unknown, tokens: Record<string, string>, t: Tools) {
   const out = (Array.isArray(list) ? list : []).map((svc) => ({ ...(svc as Record<string, unknown>) }));
@@ -240,12 +244,8 @@ function services(list: unknown, tokens: Record<string, string>, t: Tools) {
 
 const TRANSFORMS: Record<string, Transform> = {
   'JupyterHub.bind_url': (v: string, t) => {
-    let url: URL;
-    try {
-      url = new URL(v);
-    } catch {
-      return t.skip(`${JSON.stringify(v)} is not a URL`);
-    }
+    const url = urlOf(v);
+    if (!url) return t.skip(`${JSON.stringify(v)} is not a URL`);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     t.set('Hub.ip', host === '' ? '0.0.0.0' : host);
     t.set('Hub.port', Number(url.port) || (url.protocol === 'https:' ? 443 : 80));
@@ -253,7 +253,7 @@ const TRANSFORMS: Record<string, Transform> = {
       if (schemaSpec('Hub.base_url')) t.set('Hub.base_url', url.pathname);
       else t.note(`its path ${url.pathname} is not carried: ${compatibility().options.get('JupyterHub.base_url')?.note ?? 'no base_url'}`);
     }
-    if (url.protocol === 'https:') t.note('the gateway speaks plain HTTP: terminate TLS in front of it');
+    if (url.protocol === 'https:') t.note('https: the gateway speaks HTTPS with Hub.ssl_cert and Hub.ssl_key (carried from JupyterHub.ssl_cert/ssl_key when the file sets them) or Hub.letsencrypt_domains; else terminate TLS in front of it');
   },
   'JupyterHub.cookie_secret': (v, t) => {
     const hex = isTagged(v, 'bytes') ? String(v.hex) : typeof v === 'string' ? v : '';
@@ -295,12 +295,8 @@ const TRANSFORMS: Record<string, Transform> = {
     if (v.startsWith('oauth_user.')) t.note('"oauth_user." dropped: the path here is into the claims and user info');
   },
   'OAuthenticator.oauth_callback_url': (v: string, t) => {
-    let url: URL;
-    try {
-      url = new URL(v);
-    } catch {
-      return t.skip(`${JSON.stringify(v)} is not a URL`);
-    }
+    const url = urlOf(v);
+    if (!url) return t.skip(`${JSON.stringify(v)} is not a URL`);
     const baseUrl = String(t.other('JupyterHub', 'base_url') ?? '/').replace(/^\/*/, '/').replace(/\/*$/, '/');
     const fixed = `${url.origin}${baseUrl}hub/oauth_callback`;
     if (url.pathname !== `${baseUrl}hub/oauth_callback`) t.note(`register ${fixed} with the provider: the callback is fixed here`);
@@ -475,7 +471,7 @@ export function mapConfig(loaded: Loaded, compat: Compatibility = compatibility(
         report.mapped.push({ option: from, line, to: [], note: 'None: this hub\'s default applies' });
         continue;
       }
-      const python = TRANSFORMS[row.key] ? undefined : pythonOnly(data);
+      const python = row.key === 'JupyterHub.cookie_secret' ? undefined : pythonOnly(data); // bytes are its usual form
       if (python) {
         report.unmapped.push({ option: from, line, why: `holds ${python}, which has no form outside Python` });
         continue;

@@ -71,6 +71,8 @@ export interface JupyterhubData {
 type Row = Record<string, unknown>;
 interface Source {
   all(sql: string): Promise<Row[]>;
+  /** every row of `table` (these columns; a binary one as hex text), in `order` */
+  select(table: string, columns: readonly string[], order: string): Promise<Row[]>;
   tables(): Promise<Set<string>>;
   columns(table: string): Promise<Set<string>>;
   close(): Promise<void>;
@@ -87,6 +89,12 @@ async function openSqlite(path: string): Promise<Source> {
   await all('BEGIN');
   return {
     all,
+    // one JSON text per table: the driver makes a JS object per row at ~14 µs, JSON.parse is ~20 times faster
+    select: async (table, columns, order) => {
+      const list = columns.map((c) => (c === 'encrypted_auth_state' ? `hex(${c})` : c)).join(', ');
+      const [row] = await all(`SELECT json_group_array(json_array(${list})) AS rows FROM (SELECT ${columns.join(', ')} FROM ${table} ORDER BY ${order})`);
+      return (JSON.parse(String(row.rows)) as unknown[][]).map((values) => Object.fromEntries(columns.map((c, i) => [c, values[i]])));
+    },
     tables: async () => new Set((await all("SELECT name FROM sqlite_master WHERE type = 'table'")).map((r) => String(r.name))),
     columns: async (table) => new Set((await all(`PRAGMA table_info(${table})`)).map((r) => String(r.name))),
     close: async () => {
@@ -109,6 +117,7 @@ async function openPostgres(url: string): Promise<Source> {
   const all = async (sql: string) => (await client.query(sql)).rows as Row[];
   return {
     all,
+    select: (table, columns, order) => all(`SELECT ${columns.map((c) => (c === 'encrypted_auth_state' ? `encode(${c}, 'hex') AS ${c}` : `"${c}"`)).join(', ')} FROM ${table} ORDER BY ${order}`),
     tables: async () => new Set((await all("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")).map((r) => String(r.table_name))),
     columns: async (table) => new Set((await client.query('SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1', [table])).rows.map((r) => String(r.column_name))),
     close: async () => {
@@ -134,9 +143,14 @@ export function describeSource(db: string, cwd = process.cwd()): { kind: 'sqlite
 }
 
 /** The established hub's naive UTC datetime (or a driver's Date) as ISO 8601 with Z, or null. */
+const NAIVE = /^(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?$/;
+
 export function isoFromJh(value: unknown): string | null {
   if (value === null || value === undefined || value === '') return null;
   if (value instanceof Date) return value.toISOString();
+  // the common case without a Date: "2026-11-25 14:31:20.124343" → "2026-11-25T14:31:20.124Z"
+  const m = typeof value === 'string' ? NAIVE.exec(value) : null;
+  if (m) return `${m[1]}T${m[2]}.${(m[3] ?? '').padEnd(3, '0').slice(0, 3)}Z`;
   const s = String(value).trim().replace(' ', 'T');
   const ms = Date.parse(/[zZ]|[+-]\d\d:?\d\d$/.test(s) ? s : `${s}Z`);
   return Number.isFinite(ms) ? new Date(ms).toISOString() : null;
@@ -181,11 +195,12 @@ async function readAll(src: Source): Promise<JupyterhubData> {
   const has = async (table: string, column: string) => tables.has(table) && (await src.columns(table)).has(column);
 
   const userCols = await src.columns('users');
-  const users: JhUser[] = (await src.all(`SELECT id, name, admin, created, last_activity, ${userCols.has('encrypted_auth_state') ? 'encrypted_auth_state' : 'NULL AS encrypted_auth_state'}, ${userCols.has('user_info') ? 'user_info' : 'NULL AS user_info'} FROM users ORDER BY id`))
+  const present = (cols: Set<string>, wanted: string[]) => wanted.filter((c) => cols.has(c));
+  const users: JhUser[] = (await src.select('users', present(userCols, ['id', 'name', 'admin', 'created', 'last_activity', 'encrypted_auth_state', 'user_info']), 'id'))
     .map((r) => ({
       id: Number(r.id), name: str(r.name), admin: bool(r.admin), created: isoFromJh(r.created) ?? now,
       last_activity: isoFromJh(r.last_activity),
-      encrypted_auth_state: r.encrypted_auth_state ? Buffer.from(r.encrypted_auth_state as Buffer) : null,
+      encrypted_auth_state: r.encrypted_auth_state ? Buffer.from(String(r.encrypted_auth_state), 'hex') : null,
       user_info: r.user_info === null || r.user_info === undefined ? null : str(r.user_info),
     }));
   const userName = new Map(users.map((u) => [u.id, u.name]));
@@ -193,7 +208,7 @@ async function readAll(src: Source): Promise<JupyterhubData> {
   const groupRows = await src.all(`SELECT id, name, ${(await has('groups', 'properties')) ? 'properties' : 'NULL AS properties'} FROM groups ORDER BY id`);
   const groupName = new Map(groupRows.map((g) => [Number(g.id), str(g.name)]));
   const members = new Map<number, string[]>();
-  for (const m of await src.all('SELECT user_id, group_id FROM user_group_map ORDER BY group_id, user_id')) {
+  for (const m of await src.select('user_group_map', ['user_id', 'group_id'], 'group_id, user_id')) {
     const name = userName.get(Number(m.user_id));
     if (name !== undefined) (members.get(Number(m.group_id)) ?? members.set(Number(m.group_id), []).get(Number(m.group_id))!).push(name);
   }
@@ -235,7 +250,8 @@ async function readAll(src: Source): Promise<JupyterhubData> {
 
   const tokens: JhToken[] = [];
   let expiredTokens = 0;
-  for (const t of await src.all('SELECT * FROM api_tokens ORDER BY id')) {
+  const tokenCols = ['id', 'user_id', 'service_id', 'hashed', 'prefix', 'client_id', 'session_id', 'created', 'expires_at', 'last_activity', 'note', 'scopes'];
+  for (const t of await src.select('api_tokens', present(await src.columns('api_tokens'), tokenCols), 'id')) {
     const expires = isoFromJh(t.expires_at);
     if (expires && expires <= now) {
       expiredTokens++;
@@ -253,7 +269,7 @@ async function readAll(src: Source): Promise<JupyterhubData> {
   if (expiredTokens) skipped.push(`${expiredTokens} expired API token${expiredTokens === 1 ? '' : 's'} (the established hub would purge them)`);
 
   const spawnerCols = await src.columns('spawners');
-  const spawnerRows = await src.all(`SELECT id, user_id, name, started, last_activity, user_options, ${spawnerCols.has('display_name') ? 'display_name' : 'NULL AS display_name'} FROM spawners ORDER BY id`);
+  const spawnerRows = await src.select('spawners', present(spawnerCols, ['id', 'user_id', 'name', 'started', 'last_activity', 'user_options', 'display_name']), 'id');
   const spawnerOf = new Map<number, { user: string; name: string }>();
   const servers: JhServer[] = [];
   for (const s of spawnerRows) {

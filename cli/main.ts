@@ -42,12 +42,24 @@ const VERBS: Record<string, Verb> = {
     help: ["print a new API token with all of the user's scopes"],
     run: async () => (await import('./token.js')).token,
   },
+  'rotate-oidc-key': {
+    positional: [0, 0], usage: 'rotate-oidc-key',
+    help: ['sign id_tokens with a new OpenID Connect key; the old key stays published',
+      '(JWKS) so id_tokens already given out still verify'],
+    run: async () => (await import('./rotate-oidc-key.js')).rotateOidcKey,
+  },
   audit: {
     positional: [0, 0], flags: { follow: 'boolean', json: 'boolean', since: 'value', type: 'value', who: 'value' },
     usage: "audit [--follow] [--since 1h] [--type 'server.*'] [--who alice] [--json]",
     help: ['the audit trail, one line per event (JSON lines with --json); --follow waits for new',
       "events until Ctrl-C; --type and --who take globs (`--who alice` also finds user:alice)"],
     run: async () => (await import('./audit.js')).audit,
+  },
+  credentials: {
+    positional: [1, 1], missing: 'which credential (audit, metrics or nats-config)', usage: 'credentials audit|metrics|nats-config',
+    help: ["print a NATS URL (user and password) that may only read the audit trail (audit) or the actors' metrics",
+      "(metrics); nats-config prints the hub's NATS users and permissions for an external NATS (Hub.nats_url)"],
+    run: async () => (await import('./credentials.js')).credentials,
   },
   import: {
     positional: [1, 1], flags: { db: 'value', 'dry-run': 'boolean' }, missing: 'what to import from ("jupyterhub")',
@@ -60,9 +72,9 @@ const VERBS: Record<string, Verb> = {
   'import-config': {
     positional: [1, 1], flags: { out: 'value', force: 'boolean', json: 'boolean' }, missing: 'the established hub\'s config file',
     usage: 'import-config jupyterhub_config.py [--out hub-config.json] [--force] [--json]',
-    help: ["an established hub's (JupyterHub 6.1) config file made this hub's: loaded by its own loader,",
-      'written to --out (default hub-config.json, never over a file without --force) with a report of what was',
-      'carried, what was not and why, and the Python (hooks, classes) to port by hand, with lines; --json: as JSON'],
+    help: ["an established hub's (JupyterHub 6.1) config file made this hub's, loaded by its own loader;",
+      'written to --out (default hub-config.json; over an existing file only with --force), with a report:',
+      'what was carried, what was not and why, the Python to port by hand with its lines (--json: as JSON)'],
     run: async () => (await import('./import-config.js')).importConfig,
   },
   help: {
@@ -85,7 +97,7 @@ commands:
 ${entry('start', ['run the hub: NATS and the actors, restarted when they die (default)'])}
 ${Object.values(VERBS).map((v) => entry(v.usage!, v.help)).join('\n')}
 
-While the hub runs, add-user, set-password and token ask its actors (over gRPC, on the sockets in
+While the hub runs, add-user, set-password, token and rotate-oidc-key ask its actors (over gRPC, on the sockets in
 <data_dir>/run/); without it they change the stores in the data dir themselves. Passwords are asked for
 without echo on a terminal, or read as one line from standard input. audit reads the hub's NATS.
 

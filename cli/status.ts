@@ -90,10 +90,11 @@ async function everyNode(config: HubConfig): Promise<string[]> {
   const { natsUrl } = await import('../shared/actor.js');
   const { natsServers } = await import('../shared/config.js');
   const { natsServiceName } = await import('../shared/subjects.js');
-  const { natsTokenOf } = await import('./audit.js');
+  const { connectOptions, operatorNatsLink } = await import('./credentials.js');
   let nc;
   try {
-    nc = await connect({ servers: natsServers(natsUrl(config)), ...natsTokenOf(config), timeout: 2000, maxReconnectAttempts: 0 });
+    // as the metrics credential: discovery is all this needs (shared/nats-auth.ts)
+    nc = await connect({ servers: natsServers(natsUrl(config)), ...connectOptions(operatorNatsLink(config, 'metrics')), timeout: 2000, maxReconnectAttempts: 0 });
   } catch (e) {
     return [`every node: NATS unreachable (${(e as Error).message})`];
   }

@@ -137,6 +137,17 @@ function installSlapdForTests() {
 }
 
 /**
+ * The automatic-certificate tests run Debian's pebble, the ACME test CA, on 127.0.0.1 (test/tls/pebble.ts). Only for
+ * tests; a hub with Hub.letsencrypt_domains talks to Hub.acme_directory_url (Let's Encrypt by default).
+ */
+function installPebbleForTests() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/bin/pebble')) return;
+  if (!canApt()) fail('the ACME tests need pebble: run `sudo apt-get install -y pebble`');
+  console.error('hub setup: installing pebble (the ACME test CA) for the tests (apt-get)');
+  if (!aptInstall(['pebble'])) fail('`apt-get install -y pebble` failed: install it by hand');
+}
+
+/**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
  * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
  * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
@@ -173,7 +184,8 @@ function installJupyterHubForBench() {
  * `hub import-config` (`--for-import`), which loads an established hub's config file with that jupyterhub's traitlets.
  */
 const JUPYTER_TEST_VENV = join(root, '.cache', 'jupyter-6.1');
-const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0'];
+// psycopg2-binary: the established hub's PostgreSQL driver (test/cli/import-jupyterhub.test.ts runs it on PostgreSQL)
+const JUPYTER_TEST_PINS = ['jupyterhub==6.1.1', 'jupyterlab==4.6.6', 'jupyterhub-idle-culler==2.0.0', 'ipykernel==7.4.0', 'psycopg2-binary==2.9.13'];
 function installJupyterLabForTests() {
   if (!process.argv.includes('--for-tests') && !process.argv.includes('--for-import')) return;
   const venv = JUPYTER_TEST_VENV;
@@ -271,5 +283,6 @@ installJupyterLabForTests();
 installPodmanForTests();
 installSlurmForTests();
 installSlapdForTests();
+installPebbleForTests();
 installJupyterHubForBench();
 build();

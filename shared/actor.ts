@@ -8,6 +8,7 @@ import { readResolvedConfig, type HubConfig } from './config.js';
 import { useBaseUrl } from './urls.js';
 import type { ActorHandlers, Client, Handlers, ServiceActor } from './contracts/index.js';
 import { createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
+import { internalTlsFiles } from './internal-ssl.js';
 import { createLogger, type Logger } from './log.js';
 import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
 import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, startHeartbeat, type NatsConnection, type NatsHandler } from './nats.js';
@@ -74,7 +75,8 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   process.on('unhandledRejection', (err) => log.error({ event: 'actor.unhandled_rejection', err }, 'unhandled rejection'));
 
   const statusListeners: ((type: string) => void)[] = [];
-  const nc = await connectNats(natsUrl(config), `${instance}@${node}`, log, (type) => statusListeners.forEach((l) => l(type)));
+  // as its own NATS user (from the environment the supervisor gave it), with its certificate under Hub.internal_ssl
+  const nc = await connectNats(natsUrl(config), `${instance}@${node}`, log, (type) => statusListeners.forEach((l) => l(type)), { tls: internalTlsFiles(config) });
   setJetStreamReplicas(nc, config.Hub.nats_replicas);
   // a NATS cluster starting with the hub may need a while to elect its JetStream leader
   await ensureAuditStream(nc, config.Hub.audit_retention_days, Math.max(30_000, config.Supervisor.startup_timeout * 2000), log);

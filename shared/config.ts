@@ -59,6 +59,12 @@ export const SCHEMA = {
     nats_cluster_ip: { kind: 'string', default: '127.0.0.1', help: 'address the NATS cluster port listens on (the other members must reach it)' },
     nats_routes: { kind: 'string-list', default: [], help: 'cluster URLs of the other NATS members, e.g. ["nats://10.0.0.2:6222"] (credentials are added by the hub)', check: (urls: string[]) => urls.flatMap((u) => (/^nats:\/\/[^/@\s]+:\d{1,5}$/.test(u) ? [] : [`Hub.nats_routes: ${JSON.stringify(u)} is not nats://host:port`])) },
     nats_replicas: { kind: 'integer', default: 1, help: 'copies of every JetStream bucket and stream the hub creates (3 on a three-member cluster: one member may die)', min: 1, max: 5 },
+    internal_ssl: { kind: 'boolean', default: false, help: 'every NATS connection (actors to NATS, routes between cluster members) speaks TLS with certificates on both sides, from a CA the hub makes in Hub.internal_certs_location (or Hub.internal_ssl_ca/_cert/_key); a NATS that accepts plain connections stops the start' },
+    internal_certs_location: { kind: 'string', default: '', help: 'directory of the hub\'s internal CA (ca.crt, ca.key; made at the first start with internal_ssl); "" = <data_dir>/internal-ssl. Nodes of one hub share the CA: copy this directory to each' },
+    internal_ssl_ca: { kind: 'string', default: '', help: 'PEM file of the CA that signs every internal certificate (the operator\'s own PKI; with internal_ssl_cert and internal_ssl_key, instead of the hub\'s CA)' },
+    internal_ssl_cert: { kind: 'string', default: '', help: 'PEM certificate of this node, signed by Hub.internal_ssl_ca, for server and client use (its names must include the addresses NATS is reached at)' },
+    internal_ssl_key: { kind: 'string', default: '', help: 'PEM private key of Hub.internal_ssl_cert' },
+    trusted_alt_names: { kind: 'string-list', default: [], help: 'extra names of the node certificate the hub makes, as "DNS:name" or "IP:address" (the addresses other nodes reach this node\'s NATS at)', check: (names: string[]) => names.filter((n) => !/^(DNS:[A-Za-z0-9*.-]+|IP:[0-9A-Fa-f.:]+)$/.test(n)).map((n) => `Hub.trusted_alt_names: ${JSON.stringify(n)} is not "DNS:name" or "IP:address"`) },
     node_name: { kind: 'string', default: '', help: 'this node\'s name in server records, logs, audit events and `hub status` ("" = the host name)', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Hub.node_name: ${JSON.stringify(v)}: expected 1 to 63 letters, digits, ".", "_" and "-"`] : []) },
     log_level: { kind: 'string', default: 'info', help: 'pino log level (also --log-level)', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] },
     log_format: { kind: 'string', default: 'auto', help: 'log lines: "pretty" (readable), "json" (one JSON object a line), "auto" (pretty when stdout is a terminal)', choices: ['auto', 'pretty', 'json'] },
@@ -99,6 +105,15 @@ export const SCHEMA = {
     oauth_require_pkce: { kind: 'boolean', default: false, help: 'OAuth clients of the hub (servers, services) must send a PKCE code_challenge with each authorization request (the hub\'s own servers always do)' },
     token_expires_in_max_seconds: { kind: 'integer', default: 0, help: 'longest lifetime of an API token made through the API or the token page, in seconds (0 = no limit); a token asked without an expiry gets this one', min: 0 },
     oauth_token_expires_in: seconds(0, 'lifetime of OAuth access tokens (0 = the login cookie lifetime)'),
+    ssl_cert: { kind: 'string', default: '', help: 'PEM certificate file (the certificate first, then its chain) that makes Hub.port speak HTTPS; a new file is picked up without a restart' },
+    ssl_key: { kind: 'string', default: '', help: 'PEM private key file of Hub.ssl_cert (unencrypted, readable by the hub only)' },
+    http_redirect_port: { kind: 'integer', default: 0, help: 'with HTTPS, a plain-HTTP port (on Hub.ip) that redirects to https:// and answers ACME HTTP-01 challenges, e.g. 80 (0 = none)', min: 0, max: 65535 },
+    hub_port: port(8081, 'with HTTPS on Hub.port, the plain-HTTP port on 127.0.0.1 where the hub\'s own processes and local servers reach its API (HUB_API_URL)'),
+    letsencrypt_email: { kind: 'string', default: '', help: 'contact address of the ACME account (automatic certificates, with Hub.letsencrypt_domains)' },
+    letsencrypt_domains: { kind: 'string-list', default: [], help: 'DNS names to obtain and renew a certificate for from the ACME CA (HTTP-01 on Hub.http_redirect_port), e.g. ["hub.example.org"]', check: (names: string[]) => names.filter((n) => !DOMAIN_RE.test(n)).map((n) => `Hub.letsencrypt_domains: ${JSON.stringify(n)} is not a DNS name (no wildcards: HTTP-01 cannot prove them)`) },
+    acme_directory_url: { kind: 'string', default: 'https://acme-v02.api.letsencrypt.org/directory', help: 'the ACME CA\'s directory (a CA of one\'s own: trust its root with NODE_EXTRA_CA_CERTS)', check: (v: string) => (/^https:\/\/[^/\s]+/.test(v) ? [] : [`Hub.acme_directory_url: ${JSON.stringify(v)} is not an https URL`]) },
+    oidc_issuer: { kind: 'string', default: '', help: 'the hub\'s OpenID Connect issuer, as relying parties see it (default <public_url>/hub); its discovery document is <issuer>/.well-known/openid-configuration', check: (v: string) => (v && !/^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) ? ['Hub.oidc_issuer: expected an http(s) URL without query or fragment'] : []) },
+    oauth_clients: { kind: 'list', default: [], help: 'OAuth / OpenID Connect clients that are not services (a dashboard, a file browser): {client_id, client_secret (none = public, PKCE required), redirect_uris, post_logout_redirect_uris, allowed_scopes, oauth_no_confirm, require_nonce, description}; who may sign in: access:services!service=<client_id>', check: checkOAuthClients },
     extra_headers: { kind: 'string-map', default: {}, help: 'HTTP headers added to (or replacing) those of every answer the hub gives itself, e.g. {"Content-Security-Policy": "... frame-ancestors \'self\' https://portal.example.org"}', check: checkHeaders },
   },
   Supervisor: {
@@ -288,6 +303,8 @@ function checkBatchScript(script: string): string[] {
 }
 
 const NODE_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+/** A DNS name a certificate may be issued for (letters, digits, "-" and "." labels; no wildcard). */
+const DOMAIN_RE = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i;
 
 function checkActors(names: string[]): string[] {
   const unknown = names.filter((n) => !(ALL_ACTORS as readonly string[]).includes(n));
@@ -318,11 +335,27 @@ function crossChecks(c: HubConfig): string[] {
   }
   if (h.nats_routes.length && !h.nats_cluster_port) problems.push('Hub.nats_routes: needs Hub.nats_cluster_port (the port this member takes routes on)');
   if (h.nats_cluster_port && h.nats_cluster_port === h.nats_port) problems.push('Hub.nats_cluster_port: must differ from Hub.nats_port');
+  const ownInternalPki = [h.internal_ssl_ca, h.internal_ssl_cert, h.internal_ssl_key].filter(Boolean).length;
+  if (ownInternalPki && ownInternalPki < 3) problems.push('Hub.internal_ssl_ca, Hub.internal_ssl_cert, Hub.internal_ssl_key: give all three or none');
   if (h.nats_replicas > 1 && !h.nats_cluster_port && !h.nats_url) problems.push(`Hub.nats_replicas: ${h.nats_replicas} copies need a NATS cluster (Hub.nats_cluster_port and Hub.nats_routes, or Hub.nats_url naming one)`);
   const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
   if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);
   else if (normaliseBaseUrl(publicPath) !== '/' && normaliseBaseUrl(publicPath) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.public_url: its path ${JSON.stringify(publicPath)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
   if (h.subdomain_host && h.public_url && originOf(h.public_url) !== originOf(h.subdomain_host)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} must be at the host of Hub.subdomain_host (${JSON.stringify(h.subdomain_host)}): the hub's pages are there`);
+  // HTTPS at the front door: files, or automatic (ACME), not both; the plain ports it adds differ from Hub.port
+  if (Boolean(h.ssl_cert) !== Boolean(h.ssl_key)) problems.push(h.ssl_cert ? 'Hub.ssl_key: needed with Hub.ssl_cert' : 'Hub.ssl_cert: needed with Hub.ssl_key');
+  if (h.ssl_cert && h.letsencrypt_domains.length) problems.push('Hub.letsencrypt_domains: not with Hub.ssl_cert (the certificate comes from the files or from the ACME CA, not both)');
+  if (h.letsencrypt_domains.length && !h.letsencrypt_email) problems.push('Hub.letsencrypt_email: needed with Hub.letsencrypt_domains (the ACME account\'s contact)');
+  if (h.letsencrypt_email && !h.letsencrypt_domains.length) problems.push('Hub.letsencrypt_domains: needed with Hub.letsencrypt_email (the names to certify)');
+  if (h.letsencrypt_domains.length && !h.http_redirect_port) problems.push('Hub.http_redirect_port: needed with Hub.letsencrypt_domains (HTTP-01 challenges arrive there: port 80 as the CA sees it)');
+  const tls = Boolean(h.ssl_cert || h.letsencrypt_domains.length);
+  if (h.http_redirect_port && !tls) problems.push('Hub.http_redirect_port: only with HTTPS (Hub.ssl_cert or Hub.letsencrypt_domains)');
+  if (h.http_redirect_port && h.http_redirect_port === h.port) problems.push('Hub.http_redirect_port: must differ from Hub.port');
+  if (tls && (h.hub_port === h.port || h.hub_port === h.http_redirect_port)) problems.push('Hub.hub_port: must differ from Hub.port and Hub.http_redirect_port');
+  const serviceNames = new Set(h.services.map((svc) => (svc as { name?: unknown }).name));
+  for (const client of h.oauth_clients as { client_id?: unknown }[]) {
+    if (serviceNames.has(client.client_id)) problems.push(`Hub.oauth_clients ${JSON.stringify(client.client_id)}: a service has this name (they would share access:services!service=${String(client.client_id)})`);
+  }
   if (c.Supervisor.gateways > 1 && !c.Supervisor.actors.includes('gateway')) problems.push('Supervisor.gateways: more than one gateway, but Supervisor.actors does not include "gateway"');
   return problems;
 }
@@ -387,6 +420,13 @@ const SERVICE_KEYS: Record<string, Kind> = {
   oauth_redirect_uri: 'string', oauth_client_allowed_scopes: 'string-list', oauth_roles: 'string-list', timeout: 'integer',
 };
 
+/** One option of an entry in a list option (a service, an OAuth client): known, and of its kind. */
+function optionProblems(label: string, key: string, value: unknown, kinds: Record<string, Kind>): string[] {
+  const kind = kinds[key];
+  if (!kind) return [`${label}.${key}: unknown option`];
+  return fits({ kind, default: null, help: '' }, value) ? [] : [`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`];
+}
+
 export function checkServices(services: unknown[]): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
@@ -409,9 +449,7 @@ export function checkServices(services: unknown[]): string[] {
         }
         continue;
       }
-      const kind = SERVICE_KEYS[key];
-      if (!kind) problems.push(`${label}.${key}: unknown option`);
-      else if (!fits({ kind, default: null, help: '' }, value)) problems.push(`${label}.${key}: expected ${describe({ kind, default: null, help: '' })}`);
+      pushAll(problems, optionProblems(label, key, value, SERVICE_KEYS));
     }
     if (typeof svc.api_token === 'string') {
       if (svc.api_token.length <= 8) problems.push(`${label}.api_token: must be longer than 8 characters`);
@@ -424,6 +462,47 @@ export function checkServices(services: unknown[]): string[] {
     if (typeof svc.oauth_client_id === 'string' && !svc.oauth_client_id.startsWith('service-')) problems.push(`${label}.oauth_client_id: must start with "service-"`);
     if (typeof svc.oauth_client_id === 'string' && svc.url === undefined && svc.oauth_redirect_uri === undefined) {
       problems.push(`${label}.oauth_redirect_uri: required for an OAuth client without a url`);
+    }
+  });
+  return problems;
+}
+
+const OAUTH_CLIENT_KEYS: Record<string, Kind> = {
+  client_id: 'string', client_secret: 'string', redirect_uris: 'string-list', post_logout_redirect_uris: 'string-list',
+  allowed_scopes: 'string-list', oauth_no_confirm: 'boolean', require_nonce: 'boolean', description: 'string',
+};
+
+/** An absolute redirect URI as RFC 6749 §3.1.2 has it: http(s), no fragment. */
+const ABSOLUTE_URI = /^https?:\/\/[^/?#\s]+[^#\s]*$/;
+
+function checkOAuthClients(clients: unknown[]): string[] {
+  const problems: string[] = [];
+  const ids = new Set<string>();
+  clients.forEach((c, i) => {
+    const where = `Hub.oauth_clients[${i}]`;
+    if (!isObject(c)) return void problems.push(`${where}: expected an object`);
+    const id = typeof c.client_id === 'string' ? c.client_id : undefined;
+    const label = id ? `Hub.oauth_clients ${JSON.stringify(id)}` : where;
+    if (!id) problems.push(`${where}.client_id: required, a string`);
+    else {
+      // the client id names its access scope (access:services!service=<client_id>): the service name rule
+      pushAll(problems, nameProblem(`${label}.client_id`, id));
+      if (id.startsWith('service-') || id.startsWith('hub-user-')) problems.push(`${label}.client_id: "service-" and "hub-user-" name the hub's own clients`);
+      if (ids.has(id)) problems.push(`${label}: defined twice`);
+      ids.add(id);
+    }
+    for (const [key, value] of Object.entries(c)) pushAll(problems, optionProblems(label, key, value, OAUTH_CLIENT_KEYS));
+    if (typeof c.client_secret === 'string' && c.client_secret.length < 16) problems.push(`${label}.client_secret: at least 16 characters (or none for a public client)`);
+    const uris = Array.isArray(c.redirect_uris) ? (c.redirect_uris as unknown[]) : [];
+    if (!uris.length) problems.push(`${label}.redirect_uris: at least one redirect URI`);
+    for (const key of ['redirect_uris', 'post_logout_redirect_uris']) {
+      for (const u of Array.isArray(c[key]) ? (c[key] as unknown[]) : []) {
+        if (typeof u === 'string' && !ABSOLUTE_URI.test(u)) problems.push(`${label}.${key}: ${JSON.stringify(u)} is not an absolute http(s) URI without a fragment`);
+      }
+    }
+    if (Array.isArray(c.allowed_scopes)) {
+      const v = validateScopes((c.allowed_scopes as unknown[]).filter((x): x is string => typeof x === 'string'));
+      if (!v.ok) problems.push(`${label}.allowed_scopes: ${JSON.stringify(v.bad)}: ${v.reason}`);
     }
   });
   return problems;
@@ -795,9 +874,22 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
  * are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
  */
 export function hubPublicUrl(config: HubConfig): string {
-  const configured = config.Hub.public_url || config.Hub.subdomain_host;
-  return configured ? new URL(configured).origin : hubInternalUrl(config);
+  const h = config.Hub;
+  if (h.public_url) return new URL(h.public_url).origin;
+  // as the established hub defaults its public URL
+  if (h.subdomain_host) return new URL(h.subdomain_host).origin;
+  if (!usesTls(config)) return hubInternalUrl(config);
+  // HTTPS by default when the front door speaks it: the certified name, else the address it listens on
+  const host = h.letsencrypt_domains[0] ?? listenHost(h.ip);
+  return `https://${host}${h.port === 443 ? '' : `:${h.port}`}`;
 }
+
+/** The front door speaks HTTPS (certificate files, or automatic from an ACME CA): see shared/tls.ts. */
+export function usesTls(config: HubConfig): boolean {
+  return Boolean(config.Hub.ssl_cert || config.Hub.letsencrypt_domains.length);
+}
+
+const listenHost = (ip: string) => (ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip);
 
 /** A whole URL of the hub as browsers reach it: `publicHubUrl(config, '/hub/login')` → `https://example.org/jupyter/hub/login`. */
 export function publicHubUrl(config: HubConfig, path: string): string {
@@ -809,8 +901,14 @@ export function internalHubUrl(config: HubConfig, path: string): string {
   return hubInternalUrl(config) + underPrefix(config.Hub.base_url, path);
 }
 
+/** The hub's OpenID Connect issuer: Hub.oidc_issuer, else where browsers reach the hub's /hub (under Hub.base_url). */
+export function oidcIssuer(config: HubConfig): string {
+  return config.Hub.oidc_issuer.replace(/\/+$/, '') || publicHubUrl(config, '/hub');
+}
+
 export function hubInternalUrl(config: HubConfig): string {
-  const ip = config.Hub.ip;
-  const host = ip === '0.0.0.0' || ip === '::' || ip === '' ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip;
-  return `http://${host}:${config.Hub.port}`;
+  // with HTTPS on the public port, the hub's own processes and local servers use the plain loopback listener
+  // (a certificate for the public name would not verify for 127.0.0.1)
+  if (usesTls(config)) return `http://127.0.0.1:${config.Hub.hub_port}`;
+  return `http://${listenHost(config.Hub.ip)}:${config.Hub.port}`;
 }

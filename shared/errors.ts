@@ -66,6 +66,8 @@ export const CATALOGUE = {
   HUB_ERR_OAUTH_UNAUTHORIZED_CLIENT: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'unauthorized_client' },
   HUB_ERR_OAUTH_UNSUPPORTED_GRANT_TYPE: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'unsupported_grant_type' },
   HUB_ERR_OAUTH_INVALID_SCOPE: { status: 400, grpc: GRPC.INVALID_ARGUMENT, message: 'invalid_scope' },
+  // RFC 6750 §3.1 (userinfo): the access token is not one this request may use
+  HUB_ERR_OAUTH_INVALID_TOKEN: { status: 401, grpc: GRPC.UNAUTHENTICATED, message: 'invalid_token' },
 } as const satisfies Record<string, { status: number; grpc: number; message: string }>;
 
 export type ErrorCode = keyof typeof CATALOGUE;
@@ -118,7 +120,7 @@ export const errors = {
   oauth: (error: OAuthErrorName, message: string) => new HubError(`HUB_ERR_OAUTH_${error.toUpperCase()}` as ErrorCode, message),
 } as const;
 
-export type OAuthErrorName = 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope';
+export type OAuthErrorName = 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type' | 'invalid_scope' | 'invalid_token';
 
 /** The RFC 6749 error name of an OAuth HubError, or null for any other error. */
 export function oauthErrorName(err: HubError): OAuthErrorName | null {

@@ -132,6 +132,29 @@ function carryCall(into: { set(key: string, value: string): void }, deadline: nu
   if (context.client) into.set(CLIENT_KEY, encodeURIComponent(context.client));
 }
 
+/** gRPC's answer when nothing listens on the callee's socket: the request was never sent. */
+const grpcNotReached = (e: unknown) =>
+  (e as grpc.ServiceError)?.code === grpc.status.UNAVAILABLE && /^No connection established/.test((e as grpc.ServiceError).details ?? '');
+/** NATS's "no responders": nobody received the request. */
+const natsNotReached = (e: unknown) => (e as { code?: string })?.code === '503';
+
+/**
+ * `attempt`, tried again while it fails without reaching the callee, for up to `options.waitForCalleeMs` (and never past
+ * the deadline): a start sent while the spawner restarts waits for the new one instead of answering 503 at once.
+ * Bounded in time; the pauses grow from 25 ms to 250 ms.
+ */
+async function untilReached<T>(attempt: () => Promise<T>, notReached: (e: unknown) => boolean, options: CallOptions, deadline: number): Promise<T> {
+  const until = Math.min(deadline - 50, Date.now() + (options.waitForCalleeMs ?? 0));
+  for (let pause = 25; ; pause = Math.min(pause * 2, 250)) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (!notReached(e) || Date.now() + pause >= until) throw e;
+    }
+    await new Promise((r) => setTimeout(r, pause));
+  }
+}
+
 /**
  * A typed client of another actor's service (`auth.getUser({name})`): every call has a deadline (the
  * caller's, passed on, or now + `defaultTimeoutMs`), carried to the callee; failures reject as HubErrors.
@@ -152,17 +175,16 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
       const metadata = new grpc.Metadata();
       carryCall(metadata, deadline, options);
       const start = performance.now();
-      return new Promise((resolve, reject) => {
-        fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => {
-          if (e) {
-            const err = fromGrpcStatus(e, actor);
-            grpcClientDuration.observe([actor, method, outcomeOf(err)], secondsSince(start));
-            reject(err);
-          } else {
-            okTimer.observe(secondsSince(start));
-            resolve(reply);
-          }
-        });
+      const once = () => new Promise((resolve, reject) => {
+        fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => (e ? reject(e) : resolve(reply)));
+      });
+      return untilReached(once, grpcNotReached, options, deadline).then((reply) => {
+        okTimer.observe(secondsSince(start));
+        return reply;
+      }, (e: grpc.ServiceError) => {
+        const err = fromGrpcStatus(e, actor);
+        grpcClientDuration.observe([actor, method, outcomeOf(err)], secondsSince(start));
+        throw err;
       });
     };
   }
@@ -178,6 +200,8 @@ export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<v
 
 /** Call options for a call allowed `ms` from now (for calls that legitimately take longer than one rpc_timeout). */
 export const within = (ms: number, base: CallOptions = {}): CallOptions => ({ ...base, deadline: Date.now() + ms });
+/** How long a call that must not fail for a restart (a server's start) waits for its callee: most of Hub.rpc_timeout. */
+export const restartWaitMs = (config: HubConfig): number => config.Hub.rpc_timeout * 800;
 
 // ---- between nodes: the same contracts over NATS ------------------------------------------------------
 // An actor another node needs (the gateway of a node that runs only spawner and gateway asks auth and tokens)
@@ -260,7 +284,8 @@ export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsCo
       let err: HubError | null;
       let reply: Msg | undefined;
       try {
-        reply = await nc.request(subject, def.requestSerialize(request), { timeout: Math.max(1, deadline - Date.now()), headers: h });
+        reply = await untilReached(() => nc.request(subject, def.requestSerialize(request), { timeout: Math.max(1, deadline - Date.now()), headers: h }),
+          natsNotReached, options, deadline);
         err = fromNatsReply(reply.headers);
       } catch (e) {
         err = fromNatsRequestError(e, `${actor}.${method}`);

@@ -103,6 +103,7 @@ export function metricsEnvProblems(env: NodeJS.ProcessEnv): string[] {
   const problems: string[] = [];
   const prefix = env[METRICS_PREFIX_ENV];
   if (prefix && !METRIC_NAME.test(prefix)) problems.push(`${METRICS_PREFIX_ENV}: "${prefix}" is not a Prometheus metric name prefix (letters, digits, "_" and ":", not starting with a digit)`);
+  if (prefix === 'hub') problems.push(`${METRICS_PREFIX_ENV}: "hub" would give the established hub's families this hub's own names (hub_running_servers, …)`);
   for (const name of [SPAWN_BUCKETS_ENV, STOP_BUCKETS_ENV]) {
     const text = env[name]?.trim();
     const parsed = text ? parseBuckets(text) : [];
@@ -121,7 +122,7 @@ function envBuckets(name: string, fallback: readonly number[]): readonly number[
 /** `jupyterhub_<name>`, or another prefix by JUPYTERHUB_METRICS_PREFIX. */
 export function jupyterhubName(name: string): string {
   const prefix = process.env[METRICS_PREFIX_ENV] ?? 'jupyterhub';
-  if (prefix && !METRIC_NAME.test(prefix)) throw new Error(metricsEnvProblems(process.env)[0]);
+  if ((prefix && !METRIC_NAME.test(prefix)) || prefix === 'hub') throw new Error(metricsEnvProblems(process.env)[0]);
   return prefix ? `${prefix}_${name}` : name;
 }
 

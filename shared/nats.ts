@@ -1,7 +1,9 @@
 // The NATS connection every process shares, JSON request/reply with HubError mapping,
 // and an actor's NATS service (the services framework gives $SRV.PING/INFO/STATS discovery for free).
 import { connect, headers as natsHeaders, RequestStrategy, type KV, type NatsConnection, type ServiceMsg, type Service } from 'nats';
-import { NATS_TOKEN_ENV, natsServers } from './config.js';
+import { natsServers } from './config.js';
+import type { NatsTlsFiles } from './internal-ssl.js';
+import { busAuthFromEnv, type BusAuth } from './nats-auth.js';
 import { asHubError, fromNatsReply, fromNatsRequestError, toNatsHeaders } from './errors.js';
 import type { Logger } from './log.js';
 import { natsRequestDuration, outcomeOf, secondsSince } from './metrics.js';
@@ -15,16 +17,23 @@ const decoder = new TextDecoder();
 export const encodeJson = (v: unknown): Uint8Array => encoder.encode(JSON.stringify(v ?? null));
 export const decodeJson = <T = unknown>(data: Uint8Array): T => (data.length ? JSON.parse(decoder.decode(data)) : null) as T;
 
+/** How a process proves who it is to the hub's NATS: its bus user (shared/nats-auth.ts) and, with Hub.internal_ssl, its certificate. */
+export interface NatsLink {
+  auth?: BusAuth;
+  tls?: NatsTlsFiles;
+}
+
 /**
  * Connects and keeps reconnecting forever: NATS may restart under the supervisor at any time. `url` may list
  * several members of a cluster (comma-separated); the client picks one and moves to another when it dies
  * (it also learns the members the servers announce).
  */
-export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void, token = process.env[NATS_TOKEN_ENV]): Promise<NatsConnection> {
+export async function connectNats(url: string, name: string, log: Logger, onStatus?: (type: string) => void, { auth = busAuthFromEnv(), tls }: NatsLink = {}): Promise<NatsConnection> {
   const nc = await connect({
     servers: natsServers(url),
     name,
-    ...(token ? { token } : {}),
+    ...(auth ? { user: auth.user, pass: auth.pass, ...(auth.inboxPrefix ? { inboxPrefix: auth.inboxPrefix } : {}) } : {}),
+    ...(tls ? { tls } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     reconnectJitter: 100,

@@ -2,11 +2,12 @@
 // shared/kv-mirror.ts) share it: a JetStream key-value bucket `hub_routes`, one key per route (the hub,
 // services, routes added over the API). User servers are not in it: gateways route them from the server
 // registry (`serverRoute` below), so a server's route and its "ready" are one fact.
+import { BUCKETS } from './subjects.js';
 import type { KV } from 'nats';
 import type { ServerRecord } from './servers.js';
 import { decodeJson, encodeJson, openKv, type NatsConnection } from './nats.js';
 
-export const ROUTES_BUCKET = 'hub_routes';
+export const ROUTES_BUCKET = BUCKETS.routes;
 
 /** Reference §5.8: `data` marks the owner (`{hub: true}`, `{user, server_name}`, `{service}`) and may carry `last_activity`. */
 export interface Route {

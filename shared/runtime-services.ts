@@ -3,13 +3,14 @@
 // (which owns their tokens), so they outlive a restart; every reader (gateways, proxy-router, tokens; the oauth
 // actor once at start) keeps a copy through shared/kv-mirror.ts. A record never holds the service's token.
 // `serviceDirectory` is the one view of every service: the configured ones (fixed) and the runtime ones (live).
+import { BUCKETS } from './subjects.js';
 import type { Logger } from './log.js';
 import { decodeJson, type NatsConnection } from './nats.js';
 import { mirrorKv, type KvMirror } from './kv-mirror.js';
 import type { HubConfig } from './config.js';
 import { configuredServices, type ServiceConfig } from './roles.js';
 
-export const SERVICES_BUCKET = 'hub_services';
+export const SERVICES_BUCKET = BUCKETS.services;
 
 /** The keys a `POST /hub/api/services/<name>` body may carry (the established hub's list). */
 export const POSTABLE_SERVICE_KEYS = [

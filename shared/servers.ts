@@ -1,5 +1,6 @@
 // Single-user servers as every actor sees them: the record the spawner keeps in the JetStream KV
 // bucket `hub_servers` (watched by gateways), its key, and the URLs derived from names.
+import { BUCKETS } from './subjects.js';
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 
@@ -8,7 +9,7 @@ import type { Logger } from './log.js';
 import { decodeJson, type NatsConnection } from './nats.js';
 import { hubUrl } from './urls.js';
 
-export const SERVERS_BUCKET = 'hub_servers';
+export const SERVERS_BUCKET = BUCKETS.servers;
 
 /** A live copy of the registry (shared/kv-mirror.ts), for every actor that reads it. */
 export function mirrorServers(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<KvMirror<ServerRecord>> {

@@ -41,8 +41,44 @@ export const EVENT_FLOW = {
     publishes: ['activity.proxy', 'route.unreachable'],
     consumes: ['user.*', 'group.*', 'session.revoked', 'token.revoked', 'owner.changed'],
   },
-  oauth: { publishes: [], consumes: [] },
+  oauth: { publishes: [], consumes: ['token.revoked'] },
 } as const;
+
+/** The entities whose events an actor subscribes to (`hub.evt.<entity>.*`), from EVENT_FLOW's consumes. */
+export function consumedEntities(actor: keyof typeof EVENT_FLOW): EventEntity[] {
+  return [...new Set((EVENT_FLOW[actor].consumes as readonly string[]).map((c) => c.split('.')[0] as EventEntity))];
+}
+
+/**
+ * The JetStream key-value buckets (their subjects are `$KV.<bucket>.<key>`), each with its one writer and the
+ * actors that keep a copy: shared/nats-auth.ts gives each actor the bus permissions this table says.
+ */
+export const BUCKETS = { servers: 'hub_servers', routes: 'hub_routes', services: 'hub_services' } as const;
+
+export const BUCKET_FLOW: Record<(typeof BUCKETS)[keyof typeof BUCKETS], { writer: string; readers: readonly string[] }> = {
+  hub_servers: { writer: 'spawner', readers: ['gateway', 'proxy-router', 'oauth'] },
+  hub_routes: { writer: 'proxy-router', readers: ['gateway'] },
+  hub_services: { writer: 'tokens', readers: ['gateway', 'proxy-router', 'oauth'] },
+};
+
+/**
+ * What each actor asks of others over NATS besides events (its own `hub.<actor>.>` it always answers):
+ * `calls`, the actors whose rpcs it may call over NATS (`hub.<callee>.rpc.*`, shared/grpc.ts); `commands`,
+ * `hub.<actor>.<verb>` subjects of others it sends to; `discovers`, the services it finds by `$SRV.PING`;
+ * `heartbeats`, whose liveness it follows. `*` = every actor.
+ */
+export const COMMAND_FLOW: Record<string, { calls: readonly string[]; commands: readonly string[]; discovers: readonly string[]; heartbeats: readonly string[] }> = {
+  gateway: {
+    calls: ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router'],
+    commands: ['spawner.activity', 'tokens.activity', 'supervisor.shutdown', '*.metrics'],
+    discovers: ['*'], heartbeats: ['*'],
+  },
+  spawner: { calls: ['tokens', 'oauth'], commands: ['gateway.servers-applied'], discovers: ['gateway', 'spawner'], heartbeats: [] },
+  tokens: { calls: ['auth', 'oauth'], commands: [], discovers: [], heartbeats: [] },
+  oauth: { calls: ['tokens', 'auth'], commands: [], discovers: [], heartbeats: [] },
+  auth: { calls: [], commands: [], discovers: [], heartbeats: [] },
+  'proxy-router': { calls: [], commands: [], discovers: [], heartbeats: [] },
+};
 
 export const subjects = {
   command: (actor: string, verb: string) => `hub.${token(actor)}.${token(verb)}`,

@@ -14,6 +14,14 @@ export interface ShutdownRequest { type: typeof SHUTDOWN_MESSAGE; servers?: bool
 export const isShutdownRequest = (m: unknown): m is ShutdownRequest =>
   typeof m === 'object' && m !== null && (m as { type?: unknown }).type === SHUTDOWN_MESSAGE;
 
+/**
+ * IPC from a gateway whose own start is done and which now waits for this node's other actors before it listens:
+ * the supervisor starts the actors off the API's path then (they boot after the API's path, not beside it).
+ */
+export const GATEWAY_BOOTED_MESSAGE = 'hub.gateway.booted';
+export const isGatewayBooted = (m: unknown): boolean =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === GATEWAY_BOOTED_MESSAGE;
+
 export interface ChildSpec {
   id: string;
   command: string;

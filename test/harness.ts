@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { freePort } from '../shared/ports.js';
+import { ADMIN_USER, busAuth, type BusUser } from '../shared/nats-auth.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,8 +16,12 @@ export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no
 
 export { freePort };
 
-/** The token of every test hub's NATS (given to the supervisor as HUB_NATS_TOKEN): `connect({servers, token})`. */
+/** The NATS secret of every test hub (given to the supervisor as HUB_NATS_TOKEN; shared/nats-auth.ts). */
 export const NATS_TOKEN = `hub_test_${randomBytes(12).toString('hex')}`;
+/** The bus's admin user, for tests that poke NATS directly: `connect({servers, ...NATS_ADMIN})`. */
+export const NATS_ADMIN = busAuth(NATS_TOKEN, ADMIN_USER);
+/** One bus user's connection options (an actor's, or the operators' `audit` / `metrics`): what that user may do and no more. */
+export const natsUser = (user: BusUser) => busAuth(NATS_TOKEN, user);
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -48,6 +53,8 @@ export function isAlive(pid: number): boolean {
 
 export interface HubUnderTest {
   url: string;
+  /** where the hub's own processes reach it: `url`, or with HTTPS the plain loopback Hub.hub_port */
+  internalUrl: string;
   port: number;
   natsPort: number;
   natsUrl: string;
@@ -64,20 +71,27 @@ export interface StartOptions {
   config?: Record<string, Record<string, unknown>>;
   healthTimeoutMs?: number;
   /** reuse the data dir (and ports) of a hub stopped with `stop({ keepDataDir: true })` */
-  reuse?: { dataDir: string; port: number; natsPort: number };
+  reuse?: { dataDir: string; port: number; natsPort: number; hubPort?: number };
   /** another checkout of the hub to run (a benchmark's baseline, test/bench/tools.ts baselineCheckout); default this one */
   repo?: string;
+  /** more environment for the supervisor (e.g. NODE_EXTRA_CA_CERTS) */
+  env?: NodeJS.ProcessEnv;
+  /** return once /hub/health says 200 (default), or as soon as the port answers anything (the front door's first answer) */
+  readyWhen?: 'healthy' | 'answering';
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {}, readyWhen = 'healthy' }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
-  const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...config.Hub } };
+  // HTTPS at the front door (Hub.ssl_cert, Hub.letsencrypt_domains): health is asked on the plain loopback Hub.hub_port
+  const tls = Boolean(config.Hub?.ssl_cert || (config.Hub?.letsencrypt_domains as unknown[] | undefined)?.length);
+  const hubPort = tls ? (config.Hub?.hub_port as number | undefined) ?? reuse?.hubPort ?? await freePort() : undefined;
+  const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...(hubPort ? { hub_port: hubPort } : {}), ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
   const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, join(repo, 'dist', 'supervisor.js'), '--config', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN },
+    stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN, ...env },
   });
   let logText = '';
   const keep = (chunk: Buffer) => { logText = (logText + chunk.toString()).slice(-200_000); };
@@ -85,14 +99,15 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   proc.stderr!.on('data', keep);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const internalUrl = hubPort ? `http://127.0.0.1:${hubPort}` : url;
   const children = (): Record<string, number | null> => {
     const file = join(dataDir, 'run', 'processes.json');
     return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).children : {};
   };
   let seen: number[] = [];
   const hub: HubUnderTest = {
-    url, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
+    url, internalUrl, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
     async stop({ keepDataDir = false } = {}) {
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -108,10 +123,10 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   try {
     await waitFor('the hub to become healthy', async () => {
       if (proc.exitCode !== null) throw new Error(`supervisor exited with ${proc.exitCode}`);
-      const r = await fetch(`${url}/hub/health`);
+      const r = await fetch(`${internalUrl}/hub/health`);
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
-      return r.status === 200 ? true : undefined;
-    }, healthTimeoutMs);
+      return r.status === 200 || readyWhen === 'answering' ? true : undefined;
+    }, healthTimeoutMs, readyWhen === 'answering' ? 10 : 50);
   } catch (e) {
     await hub.stop();
     throw new Error(`${(e as Error).message}\n--- hub log ---\n${logText.slice(-5000)}`);

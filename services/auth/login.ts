@@ -4,7 +4,7 @@
 // (after Authenticator.auth_refresh_age, and before a spawn with refresh_pre_spawn), which ask the backend again.
 // What a login said is kept with its session, sealed under a key derived from the cookie secret, so a refresh can
 // judge it again. Passwords, codes and tokens never reach a log, an audit event or a message.
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
 import { publicHubUrl, type HubConfig } from '../../shared/config.js';
 import { errors } from '../../shared/errors.js';
@@ -283,6 +283,28 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
       return { ok: true, message: '', environment };
     },
 
+    /**
+     * What the hub as OpenID Connect provider says of a person (services/oauth/oidc.ts): `sub` never changes with a
+     * rename and is never given to another person (SQLite may hand a deleted user's row id to the next one; with
+     * the creation time it cannot repeat); the email is what the login named by `session_id` said.
+     */
+    async oidcClaims(r: { user: string; session_id: string }) {
+      const user = await store.getUser(r.user);
+      if (!user) throw errors.notFound(`No such user: ${cap(r.user, 100)}`, 'HUB_ERR_USER_NOT_FOUND');
+      const s = r.session_id ? await store.getSession(r.session_id) : undefined;
+      const mine = s && s.user_name === user.name ? s : undefined;
+      const state = mine && !mine.revoked ? ((sealer.decrypt(await store.loginStateOf(mine.id)) ?? {}) as LoginState) : {};
+      const shown = user.user_info ? (JSON.parse(user.user_info) as { display_name?: unknown }) : {};
+      return {
+        sub: oidcSubject(user.id, user.created),
+        name: typeof shown.display_name === 'string' && shown.display_name ? shown.display_name : user.name,
+        groups: JSON.parse(user.groups_json) as string[],
+        email: typeof state.email === 'string' ? state.email : '',
+        auth_time: mine ? Math.floor(Date.parse(mine.created) / 1000) || 0 : 0,
+        session_valid: !!mine && !mine.revoked,
+      };
+    },
+
     /** A deleted user's sessions end with them. */
     async endSessionsOf(name: string): Promise<void> {
       const ids = await store.transaction(() => store.revokeSessionsOf(name));
@@ -291,6 +313,11 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
 
     prune: () => store.transaction(() => store.pruneFailures(Date.now() - P.lockout_seconds * 1000)),
   };
+}
+
+/** A person's OpenID Connect subject: opaque, from the row's id and creation time (both fixed for the row's life). */
+export function oidcSubject(id: number, created: string): string {
+  return createHash('sha256').update(`hub-user:${id}:${created}`).digest('base64url').slice(0, 32);
 }
 
 /** The hub's own password of a user (`hub add-user`, `hub set-password`, the API, the first-admin set-up). */

@@ -99,7 +99,7 @@ await runActor('auth', async (ctx) => {
       GetGroup: h.getGroup, GroupMembers: h.groupMembers, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
       Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
-      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser, LoginOptions: login.loginOptions, PrepareSpawn: login.prepareSpawn,
+      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser, OidcClaims: login.oidcClaims, LoginOptions: login.loginOptions, PrepareSpawn: login.prepareSpawn,
       ExternalLoginUrl: login.loginUrl, CompleteExternalLogin: login.completeLogin,
       GetAuthState: async (r: { name: string }) => {
         await h.getUser({ name: r.name }); // 404 for no such user

@@ -3,7 +3,6 @@
 // histogram, and the audit event of a refusal. Under Hub.base_url the prefix is taken off here, once, so
 // the hub routes `/hub/...` whatever the base (URLs it gives out get it back: shared/urls.ts); a path
 // outside the base is sent into it.
-import uWS from 'uWebSockets.js';
 import { API_VERSION, HUB_VERSION, type ActorContext } from '../../shared/actor.js';
 import { asHubError, errors, type HubError } from '../../shared/errors.js';
 import { cap, levelForStatus } from '../../shared/log.js';
@@ -11,12 +10,14 @@ import { secondsSince } from '../../shared/metrics.js';
 import { hasScope } from '../../shared/scopes.js';
 import type { Identity } from './caches.js';
 import type { createHealthChecker } from './health.js';
-import { checkRequestText, compileHeaders, errorPage, hasBody, readBody, Reply, requestContext, snapshot, wantsHtml, type RequestInfo } from './http.js';
+import { checkRequestText, compileHeaders, type BaseHeaders, errorPage, hasBody, readBody, Reply, requestContext, snapshot, wantsHtml, type RequestInfo } from './http.js';
 import { requestDuration, type Scraper } from './metrics.js';
 import type { Proxy } from './proxy/index.js';
 import { missingCredentials } from './api/router.js';
 import { securityHeaders, STATIC_ASSETS } from './web/html.js';
 import { baseUrl, hubUrl, intoBase, withinBase } from '../../shared/urls.js';
+import { HSTS } from '../../shared/tls.js';
+import type { Mount } from './front-door.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
@@ -62,13 +63,18 @@ const QUIET_ROUTES = new Set(['/hub/health', '/hub/metrics']);
 /** Refusals audited per second at most, per gateway: a flood of bad requests must not become a flood of stored events. */
 const DENIALS_PER_SECOND = 200;
 
-export function createApp({ ctx, health, api, pages, proxy, identify, scraper }: GatewayDeps): uWS.TemplatedApp {
+/** The gateway's routes, put on each app the front door opens (front-door.ts: plain, HTTPS, a new certificate's). */
+export function createApp({ ctx, health, api, pages, proxy, identify, scraper }: GatewayDeps): Mount {
   const maxBody = ctx.config.Hub.max_body_size;
   const { log, audit } = ctx;
 
   const versions = versionHeaders(ctx.config.Hub.extra_headers);
+  // over HTTPS every answer also tells browsers to come back only over HTTPS (HSTS); Hub.extra_headers may replace it
+  const hsts = { 'Strict-Transport-Security': HSTS };
   const base = compileHeaders({ ...versions, ...securityHeaders(ctx.config) });
   const apiBase = compileHeaders({ ...versions, ...securityHeaders(ctx.config, { api: true }) });
+  const secureBase = compileHeaders({ ...versions, ...hsts, ...securityHeaders(ctx.config) });
+  const secureApiBase = compileHeaders({ ...versions, ...hsts, ...securityHeaders(ctx.config, { api: true }) });
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: hubUrl('/hub/') });
   const prefix = baseUrl();
   const routes: Record<string, Record<string, Handler>> = {
@@ -156,32 +162,36 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   }
 
   /** A request outside Hub.base_url: a browser is sent into it (`/` → `<base>hub/`), as the established hub does. */
-  function outsideBase(info: RequestInfo, reply: Reply): void {
+  function outsideBase(info: RequestInfo, reply: Reply, pageHeaders: BaseHeaders): void {
     info.route = 'outside-base';
-    reply.base = base;
+    reply.base = pageHeaders;
     reply.headOnly = info.method === 'HEAD';
     if (info.method === 'GET' || info.method === 'HEAD') reply.send(302, '', { Location: intoBase(info.path) + (info.query ? `?${info.query}` : '') });
     else reply.error(errors.notFound(`No such endpoint: the hub is served under ${prefix}`));
     finished(info, reply);
   }
 
-  return uWS.App().ws('/*', proxy.websocket).any('/*', (res, req) => {
-    if (proxy.handle(res, req)) return;
-    const reply = new Reply(res);
-    const info = snapshot(req, res);
-    if (prefix !== '/') {
-      const inside = withinBase(info.path);
-      if (inside === null) return outsideBase(info, reply);
-      info.path = inside;
-    }
-    // the OAuth provider's endpoints under /hub/api/oauth2/ are pages
-    reply.base = info.path.startsWith('/hub/api/') && !info.path.startsWith('/hub/api/oauth2/') ? apiBase : base;
-    reply.headOnly = info.method === 'HEAD';
-    dispatch(info, reply).then(
-      () => finished(info, reply),
-      (e) => {
-        fail(info, reply, asHubError(e));
-        finished(info, reply);
-      });
-  });
+  return (app, secure) => {
+    const pageHeaders = secure ? secureBase : base;
+    const apiHeaders = secure ? secureApiBase : apiBase;
+    return app.ws('/*', proxy.websocket).any('/*', (res, req) => {
+      if (proxy.handle(res, req)) return;
+      const reply = new Reply(res);
+      const info = snapshot(req, res);
+      if (prefix !== '/') {
+        const inside = withinBase(info.path);
+        if (inside === null) return outsideBase(info, reply, pageHeaders);
+        info.path = inside;
+      }
+      // the OAuth provider's endpoints under /hub/api/oauth2/ are pages
+      reply.base = info.path.startsWith('/hub/api/') && !info.path.startsWith('/hub/api/oauth2/') ? apiHeaders : pageHeaders;
+      reply.headOnly = info.method === 'HEAD';
+      dispatch(info, reply).then(
+        () => finished(info, reply),
+        (e) => {
+          fail(info, reply, asHubError(e));
+          finished(info, reply);
+        });
+    });
+  };
 }

@@ -29,6 +29,22 @@ export function createHealthChecker(dataDir: string, timeoutMs: number, gatewayI
       const missing = results.filter(([, r]) => r === null).map(([a]) => a);
       return { healthy: missing.length === 0, actors: Object.fromEntries(results), missing };
     },
+    /**
+     * Resolves once every actor of `actors` answers its Ping, or when `budgetMs` has passed (then with those still
+     * silent): the front door opens only when the hub can serve, and /hub/health stays the truth after that.
+     */
+    async awaitActors(actors: readonly string[], budgetMs: number): Promise<string[]> {
+      const until = Date.now() + budgetMs;
+      let silent = [...actors];
+      for (let pause = 20; silent.length; pause = Math.min(pause * 2, 250)) {
+        const left = until - Date.now();
+        if (left <= 0) break;
+        const answered = await Promise.all(silent.map((a) => clients.get(a)!.ping({}, { deadline: Date.now() + Math.min(timeoutMs, left) }).then(() => true, () => false)));
+        silent = silent.filter((_, i) => !answered[i]);
+        if (silent.length) await new Promise((r) => setTimeout(r, Math.min(pause, Math.max(0, until - Date.now()))));
+      }
+      return silent;
+    },
     close(): void {
       for (const c of clients.values()) c.close();
     },

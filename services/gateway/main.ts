@@ -1,6 +1,5 @@
 // Gateway actor: the only public listener. Wiring only; see app.ts for the routes.
-import uWS from 'uWebSockets.js';
-import { subjects } from '../../shared/subjects.js';
+import { consumedEntities, subjects } from '../../shared/subjects.js';
 import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
 import { subdomainsOf } from '../../shared/subdomains.js';
@@ -19,12 +18,19 @@ import { adminRoutes } from './web/admin.js';
 import { acceptShareRoutes } from './web/accept-share.js';
 import { externalLoginRoutes } from './web/external-login.js';
 import { oauthProviderRoutes } from './web/oauth-provider.js';
+import { oidcProviderRoutes } from './web/oidc-provider.js';
 import { createPages } from './web/pages.js';
 import { createWebSessions } from './web/sessions.js';
 import { UWS_BUILD } from './http.js';
 import { createActivityRecorder } from './proxy/activity.js';
 import { createProxy } from './proxy/index.js';
+import { useForwardedProto } from './proxy/headers.js';
+import { openFrontDoor } from './front-door.js';
+import { startAcme } from './acme.js';
+import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
+import { ACTORS } from '../../shared/paths.js';
+import { GATEWAY_BOOTED_MESSAGE } from '../../shared/supervision.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
@@ -32,6 +38,7 @@ const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || c
  * With `Supervisor.gateways` > 1 the supervisor numbers the gateways of a node (HUB_GATEWAY_INDEX, 1 for the
  * first): they share the port, so socket and metrics are told apart by `<port>-<index>` (the first keeps `<port>`).
  */
+const isFirstGateway = () => (Number(process.env.HUB_GATEWAY_INDEX) || 1) === 1;
 const replicaOf = (configured: number) => {
   const index = Number(process.env.HUB_GATEWAY_INDEX) || 1;
   return index > 1 ? `${portOf(configured)}-${index}` : String(portOf(configured));
@@ -54,7 +61,10 @@ await runActor('gateway', async (ctx) => {
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
   const web = createWebSessions(ctx.config, auth, tokens);
-  const events = ctx.nc.subscribe(subjects.allEvents, { callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }) });
+  // (each entity it consumes, and no more: its NATS user may read only those, shared/nats-auth.ts)
+  const events = consumedEntities('gateway').map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
+    callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }),
+  }));
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
   const subdomains = subdomainsOf(ctx.config);
   const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6, subdomains);
@@ -84,25 +94,37 @@ await runActor('gateway', async (ctx) => {
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
-    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
+    (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...oidcProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, replicaOf(ctx.config.Hub.port),
     (actor) => actorClient(ctx, actor, ctx.config.Hub.health_timeout * 1000));
   // a scrape waits for every actor at most as long as /hub/health does
   const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);
   supervisorGauges(dataDir);
-  const app = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
-  const listenSocket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
-    app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} (in use?)`)))));
-  ctx.log.info({ event: 'gateway.listening', ip, port, uws: UWS_BUILD }, `listening on http://${ip}:${port}`);
+  const mount = createApp({ ctx, health, api, pages, proxy, identify: createIdentify(apiDeps), scraper });
+  const config = { ...ctx.config, Hub: { ...ctx.config.Hub, port } };
+  // The front door opens only when the hub can serve: once this node's other actors answer (bounded by
+  // Supervisor.startup_timeout; /hub/health is the truth after that). The supervisor starts the actors off the API's
+  // path when the gateways have booted this far.
+  process.send?.({ type: GATEWAY_BOOTED_MESSAGE });
+  const localActors = ACTORS.filter((a) => a !== 'gateway' && ctx.config.Supervisor.actors.includes(a));
+  const silent = await health.awaitActors(localActors, ctx.config.Supervisor.startup_timeout * 1000);
+  if (silent.length) ctx.log.warn({ event: 'gateway.opening_without', actors: silent }, `opening the front door without ${silent.join(', ')} (not answering within Supervisor.startup_timeout)`);
+  const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount);
+  useForwardedProto(frontDoor.scheme);
+  // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
+  const certificates = frontDoorCertificate(config)?.automatic && isFirstGateway() ? startAcme(ctx) : null;
   return {
-    details: () => ({ uws: UWS_BUILD, listen: `${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size) }),
-    stopIntake: () => uWS.us_listen_socket_close(listenSocket),
+    details: () => ({ uws: UWS_BUILD, listen: `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
+      ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
+    stopIntake: () => frontDoor.stopIntake(),
     close: () => {
+      certificates?.stop();
+      frontDoor.close();
       routes.stop();
       activity.stop();
       tokenUse.stop();
       proxy.close();
-      events.unsubscribe();
+      for (const sub of events) sub.unsubscribe();
       health.close();
       auth.close();
       tokens.close();

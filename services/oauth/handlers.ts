@@ -12,7 +12,9 @@ import type { Logger } from '../../shared/log.js';
 import type { ServiceConfig } from '../../shared/roles.js';
 import { GENERATED_ROUNDS, hashSecret, SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
 import { isoNow } from '../../shared/time.js';
-import type { ClientRow, CodeRow, OAuthStore } from './store.js';
+import { isOidcScope } from '../../shared/oidc.js';
+import type { Oidc } from './oidc.js';
+import type { ClientKind, ClientRow, CodeRow, OAuthStore } from './store.js';
 
 /** Authorization codes are good for this long (upstream: 300 s). */
 export const CODE_LIFETIME_MS = 300_000;
@@ -25,12 +27,32 @@ export interface OAuthDeps {
   tokens: TokensClient;
   audit: AuditPublisher;
   log: Logger;
+  oidc: Oidc;
 }
 
-/** A client as it should be stored; `secret` is hashed on the way in. */
+/**
+ * A client as it should be stored; `secret` is hashed on the way in ("" = a public client). Tools
+ * (Hub.oauth_clients) have several redirect URIs and post-logout URIs; the others have one redirect URI.
+ */
 export interface ClientSpec {
-  client_id: string; kind: 'server' | 'service'; description: string; redirect_uri: string; allowed_scopes: string[];
+  client_id: string; kind: ClientKind; description: string; redirect_uri: string; allowed_scopes: string[];
   no_confirm: boolean; user: string; server_name: string; service: string; secret: string; rounds: number;
+  redirect_uris?: string[]; post_logout_redirect_uris?: string[]; require_nonce?: boolean;
+}
+
+/** Hub.oauth_clients as client specs: a tool's access scope is access:services!service=<client_id>. */
+export function toolClientSpecs(clients: readonly Record<string, unknown>[]): ClientSpec[] {
+  return clients.map((c) => {
+    const id = String(c.client_id);
+    const uris = (c.redirect_uris as string[] | undefined) ?? [];
+    return {
+      client_id: id, kind: 'tool', description: typeof c.description === 'string' && c.description ? c.description : id, redirect_uri: uris[0] ?? '',
+      redirect_uris: uris, post_logout_redirect_uris: (c.post_logout_redirect_uris as string[] | undefined) ?? [],
+      allowed_scopes: [...new Set([...((c.allowed_scopes as string[] | undefined) ?? []), `access:services!service=${id}`])],
+      no_confirm: c.oauth_no_confirm === true, require_nonce: c.require_nonce === true, user: '', server_name: '', service: id,
+      secret: typeof c.client_secret === 'string' ? c.client_secret : '', rounds: SUPPLIED_ROUNDS,
+    };
+  });
 }
 
 const digest = (code: string) => createHash('sha256').update(code).digest('base64url');
@@ -47,6 +69,8 @@ function clientMessage(row: ClientRow) {
     client_id: row.client_id, kind: row.kind, description: row.description, redirect_uri: row.redirect_uri,
     allowed_scopes: JSON.parse(row.allowed_scopes) as string[], no_confirm: row.no_confirm === 1, user: row.user_name,
     server_name: row.server_name, service: row.service, access_scope: accessScopeOf(row),
+    redirect_uris: JSON.parse(row.redirect_uris) as string[], post_logout_redirect_uris: JSON.parse(row.post_logout_redirect_uris) as string[],
+    public: row.public === 1, require_nonce: row.require_nonce === 1,
   };
 }
 
@@ -85,14 +109,16 @@ export function pkceMatches(challenge: string, method: string, verifier: string)
   return a.length === b.length && a.equals(b);
 }
 
-export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuthDeps) {
+export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }: OAuthDeps) {
   const tokenLifetimeS = config.Hub.oauth_token_expires_in || config.Hub.cookie_max_age_days * 86_400;
 
   async function putClient(spec: ClientSpec): Promise<ClientRow> {
     const row: ClientRow = {
-      client_id: spec.client_id, secret_hash: hashSecret(spec.secret, spec.rounds), kind: spec.kind, description: spec.description,
+      client_id: spec.client_id, secret_hash: spec.secret ? hashSecret(spec.secret, spec.rounds) : '', kind: spec.kind, description: spec.description,
       redirect_uri: spec.redirect_uri, allowed_scopes: JSON.stringify(spec.allowed_scopes), no_confirm: spec.no_confirm ? 1 : 0,
       user_name: spec.user, server_name: spec.server_name, service: spec.service, created: isoNow(),
+      redirect_uris: JSON.stringify(spec.redirect_uris ?? [spec.redirect_uri]), post_logout_redirect_uris: JSON.stringify(spec.post_logout_redirect_uris ?? []),
+      public: spec.secret ? 0 : 1, require_nonce: spec.require_nonce ? 1 : 0,
     };
     await store.putClient(row);
     return row;
@@ -112,13 +138,22 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
     return row;
   }
 
-  /** A replayed code: whatever it yielded is revoked, since one of the two presenters is not the client. */
+  /** A replayed code: whatever it yielded is revoked (refresh tokens too), since one of the two presenters is not the client. */
   async function onReplay(row: CodeRow): Promise<never> {
     const ids = await store.markReused(row.code_hash);
     if (ids.length) await tokens.revokeTokens({ ids, oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
+    if (ids.length) await oidc.revokeLinesOf(ids);
     log.warn({ event: 'oauth.code_reused', client_id: row.client_id, user: row.user_name, revoked: ids }, 'authorization code presented again: its tokens are revoked');
     void audit.publish('oauth_code', 'reuse', { who: `oauth:${row.client_id}`, what: `user:${row.user_name}`, outcome: 'denied', reason: 'code presented again: its tokens are revoked', revoked: ids });
     throw errors.oauth('invalid_grant', 'Authorization code has already been used');
+  }
+
+  /** RFC 6749 §2.3: a confidential client proves its secret; a public one has none to give (and must not send one). */
+  async function authenticatedClient(r: { client_id: string; client_secret: string }): Promise<ClientRow> {
+    const client = r.client_id ? await store.client(r.client_id) : undefined;
+    const ok = client && (client.public ? !r.client_secret : !!r.client_secret && verifySecret(r.client_secret, client.secret_hash));
+    if (!ok) throw errors.oauth('invalid_client', 'Client authentication failed');
+    return client;
   }
 
   return {
@@ -145,6 +180,8 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
       const [spec] = serviceClientSpecs([{ ...svc, api_token: r.secret }], log, subdomainsOf(config));
       if (!spec) throw errors.badRequest(`service ${svc.name} has no url and no OAuth option: it is not an OAuth client`);
       if (!spec.redirect_uri) throw errors.badRequest(`Service ${svc.name} has oauth configured, but is missing required oauth_redirect_uri`);
+      // a tool (Hub.oauth_clients) of that name holds access:services!service=<name> already
+      if ((await store.client(svc.name))?.kind === 'tool') throw errors.conflict(`OAuth client ${svc.name} (Hub.oauth_clients) has this name: the service would share its access scope`);
       const existing = await store.client(spec.client_id);
       if (existing && existing.service !== svc.name) throw errors.conflict(`OAuth client ${spec.client_id} is the client of ${existing.kind} ${existing.service || existing.user_name}`);
       const row = await putClient(spec);
@@ -163,30 +200,34 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
 
     async issueCode(r: {
       client_id: string; user: string; scopes: string[]; redirect_uri: string; session_id: string; code_challenge: string; code_challenge_method: string;
+      oidc_scopes: string[]; nonce: string;
     }) {
       const client = await mustClient(r.client_id);
-      if (r.redirect_uri !== client.redirect_uri) throw errors.badRequest('redirect_uri does not match the registered one');
+      if (!(JSON.parse(client.redirect_uris) as string[]).includes(r.redirect_uri)) throw errors.badRequest('redirect_uri does not match a registered one');
       if (r.code_challenge && !['S256', 'plain'].includes(r.code_challenge_method)) throw errors.oauth('invalid_request', 'code_challenge_method must be S256 or plain');
+      if (client.public && (!r.code_challenge || r.code_challenge_method !== 'S256')) throw errors.oauth('invalid_request', 'a public client must use PKCE (S256)');
+      const oidcScopes = (r.oidc_scopes ?? []).filter(isOidcScope);
+      if ((r.nonce ?? '').length > 512) throw errors.oauth('invalid_request', 'nonce: at most 512 characters');
       const code = newCode();
       const expiresAt = Date.now() + CODE_LIFETIME_MS;
       await store.insertCode({
-        code_hash: digest(code), client_id: client.client_id, user_name: r.user, scopes: JSON.stringify(r.scopes), redirect_uri: client.redirect_uri,
+        code_hash: digest(code), client_id: client.client_id, user_name: r.user, scopes: JSON.stringify(r.scopes), redirect_uri: r.redirect_uri,
         session_id: r.session_id, code_challenge: r.code_challenge, code_challenge_method: r.code_challenge ? r.code_challenge_method : '', expires_at: expiresAt,
+        oidc_scopes: JSON.stringify(oidcScopes), nonce: r.nonce ?? '',
       });
-      void audit.publish('oauth_code', 'issue', { who: `user:${r.user}`, what: client.client_id, outcome: 'ok', scopes: r.scopes });
+      void audit.publish('oauth_code', 'issue', { who: `user:${r.user}`, what: client.client_id, outcome: 'ok', scopes: [...oidcScopes, ...r.scopes] });
       return { code, expires_at_ms: expiresAt };
     },
 
     /** The checks of RFC 6749 §4.1.3 in order: client, code, redirect_uri, PKCE; then the one redemption. */
     async exchangeCode(r: { client_id: string; client_secret: string; code: string; redirect_uri: string; code_verifier: string }, call: CallContext) {
-      const client = r.client_id ? await store.client(r.client_id) : undefined;
-      if (!client || !r.client_secret || !verifySecret(r.client_secret, client.secret_hash)) throw errors.oauth('invalid_client', 'Client authentication failed');
+      const client = await authenticatedClient(r);
       const row = r.code ? await store.code(digest(r.code)) : undefined;
       if (!row || row.client_id !== client.client_id) throw errors.oauth('invalid_grant', 'Invalid authorization code');
       if (row.used_at !== null) return onReplay(row);
       if (row.expires_at <= Date.now()) throw errors.oauth('invalid_grant', 'Authorization code has expired');
       if (r.redirect_uri && r.redirect_uri !== row.redirect_uri) throw errors.oauth('invalid_request', 'redirect_uri does not match the one the code was issued for');
-      if (row.code_challenge) {
+      if (row.code_challenge || client.public) {
         if (!r.code_verifier) throw errors.oauth('invalid_request', 'code_verifier is required');
         if (!pkceMatches(row.code_challenge, row.code_challenge_method, r.code_verifier)) throw errors.oauth('invalid_grant', 'code_verifier does not match the code_challenge');
       }
@@ -202,8 +243,31 @@ export function createOAuthHandlers({ config, store, tokens, audit, log }: OAuth
         await tokens.revokeTokens({ ids: [minted.model!.id], oauth_client: '', by: 'actor:oauth', reason: 'authorization code reused' });
         throw errors.oauth('invalid_grant', 'Authorization code has already been used');
       }
-      void audit.publish('oauth_code', 'redeem', { who: `oauth:${client.client_id}`, what: `user:${row.user_name}/${minted.model!.id}`, outcome: 'ok' });
-      return { access_token: minted.token, scope: scopes.join(' '), expires_in: tokenLifetimeS, token_id: minted.model!.id, user: row.user_name };
+      const oidcScopes = JSON.parse(row.oidc_scopes) as string[];
+      const more = await oidc.afterExchange({
+        client, user: row.user_name, scopes, oidcScopes, sessionId: row.session_id, nonce: row.nonce, accessToken: minted.token, tokenId: minted.model!.id, expiresInS: tokenLifetimeS,
+      }, call);
+      void audit.publish('oauth_code', 'redeem', { who: `oauth:${client.client_id}`, what: `user:${row.user_name}/${minted.model!.id}`, outcome: 'ok', ...(more.id_token ? { oidc: oidcScopes } : {}) });
+      return { access_token: minted.token, scope: [...oidcScopes, ...scopes].join(' '), expires_in: tokenLifetimeS, token_id: minted.model!.id, user: row.user_name, ...more };
+    },
+
+    /** grant_type=refresh_token: the client authenticated as at the code exchange, then oidc.ts. */
+    async refresh(r: { client_id: string; client_secret: string; refresh_token: string; scopes: string[] }, call: CallContext) {
+      const client = await authenticatedClient(r);
+      return oidc.refresh(client, { refresh_token: r.refresh_token, scopes: r.scopes ?? [] }, call, tokenLifetimeS);
+    },
+
+    checkEndSession: (r: { client_id: string; id_token_hint: string; post_logout_redirect_uri: string }) => oidc.checkEndSession(r, (id) => store.client(id)),
+
+    /** At start: Hub.oauth_clients' clients created or updated; tools no longer configured removed. */
+    async syncToolClients(clients: readonly Record<string, unknown>[]): Promise<void> {
+      const specs = toolClientSpecs(clients);
+      for (const spec of specs) await putClient(spec);
+      const wanted = new Set(specs.map((s) => s.client_id));
+      for (const row of await store.clientsOfKind('tool')) {
+        if (!wanted.has(row.client_id)) await removeClient(row.client_id, 'actor:oauth (Hub.oauth_clients no longer names it)');
+      }
+      if (specs.length) log.info({ event: 'oauth.tool_clients', clients: [...wanted] }, 'Hub.oauth_clients registered');
     },
 
     /**

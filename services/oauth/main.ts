@@ -4,7 +4,11 @@ import { storePath } from '../../shared/paths.js';
 import { configuredServices } from '../../shared/roles.js';
 import { mirrorRuntimeServices } from '../../shared/runtime-services.js';
 import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
+import { decodeJson } from '../../shared/nats.js';
+import { subjects } from '../../shared/subjects.js';
 import { createOAuthHandlers } from './handlers.js';
+import { createOidc } from './oidc.js';
+import { SigningKeys } from './signing-keys.js';
 import { OAuthStore } from './store.js';
 
 const HOUR_MS = 3_600_000;
@@ -12,9 +16,19 @@ const HOUR_MS = 3_600_000;
 await runActor('oauth', async (ctx) => {
   const store = await OAuthStore.open(storePath(ctx.config.Hub.data_dir, 'oauth'));
   const tokens = actorClient(ctx, 'tokens');
-  const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log });
+  const auth = actorClient(ctx, 'auth');
+  const keys = await SigningKeys.open(ctx.config.Hub.data_dir);
+  const oidc = createOidc({ config: ctx.config, store, tokens, auth, keys, audit: ctx.audit, log: ctx.log });
+  const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log, oidc });
+  const revoked = ctx.nc.subscribe(subjects.event('token', 'revoked'), {
+    callback: (_e, m) => {
+      const tokenId = (decodeJson(m.data) as { token_id?: unknown })?.token_id;
+      if (typeof tokenId === 'string') void oidc.onTokenRevoked(tokenId).catch((err) => ctx.log.error({ event: 'oauth.token_revoked.failed', err }, 'refresh tokens not revoked with their access token'));
+    },
+  });
 
   await h.syncServiceClients(configuredServices(ctx.config), await runtimeServiceNames(ctx));
+  await h.syncToolClients(ctx.config.Hub.oauth_clients as Record<string, unknown>[]);
   await h.pruneServerClients(await liveServerClients(ctx));
   await h.purgeCodes();
   const purge = setInterval(() => void h.purgeCodes().catch((err) => ctx.log.warn({ event: 'oauth.purge.failed', err }, 'expired codes not purged')), HOUR_MS);
@@ -24,10 +38,13 @@ await runActor('oauth', async (ctx) => {
     grpc: {
       RegisterServerClient: h.registerServerClient, RegisterServiceClient: h.registerServiceClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
       IssueCode: h.issueCode, ExchangeCode: h.exchangeCode,
+      Refresh: h.refresh, Jwks: oidc.jwks, UserInfo: oidc.userInfo, CheckEndSession: h.checkEndSession, RotateSigningKey: oidc.rotateSigningKey,
     },
     close: async () => {
       clearInterval(purge);
+      revoked.unsubscribe();
       tokens.close();
+      auth.close();
       await store.close();
     },
   };

@@ -169,44 +169,58 @@ export class TokenStore {
    * again. A token keeps its id (`a<id>`, as the established hub names it) when no token here has that id.
    */
   importJupyterhub(rows: { tokens: NewImportedToken[]; shares: NewImportedShare[]; codes: NewImportedCode[] }): Promise<ImportCounts> {
+    // rows travel as one JSON array of arrays per statement (read by position: no field names to parse per row)
+    const pack = <T>(list: T[], fields: readonly (keyof T)[]) => JSON.stringify(list.map((r) => fields.map((f) => r[f])));
+    const at = (fields: readonly string[]) => (f: string) => `j.value->>${fields.indexOf(f)}`;
     return this.db.transaction(async () => {
-      const tokens = JSON.stringify(rows.tokens);
-      const shares = JSON.stringify(rows.shares);
-      const codes = JSON.stringify(rows.codes);
-      const J = (f: string) => `json_extract(j.value, '$.${f}')`;
-      const sameToken = `EXISTS (SELECT 1 FROM tokens t WHERE t.prefix = ${J('prefix')} AND t.hashed = ${J('hashed')})`;
       const count = async (sql: string, param: string) => (await this.db.get<{ n: number }>(sql, [param]))!.n;
-      const tokensKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE ${sameToken}`, tokens);
-      await this.db.run(
-        `UPDATE tokens SET owner_kind = j.owner_kind, owner_name = j.owner_name, scopes = j.scopes, note = j.note, created = j.created,
-           expires_at = j.expires_at, session_id = j.session_id, oauth_client = j.oauth_client,
-           last_activity = CASE WHEN tokens.last_activity IS NULL OR j.last_activity > tokens.last_activity THEN j.last_activity ELSE tokens.last_activity END
-         FROM (SELECT ${['prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'expires_at', 'session_id', 'oauth_client', 'last_activity'].map((f) => `${J(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
-         WHERE tokens.prefix = j.prefix AND tokens.hashed = j.hashed`, [tokens]);
+      const TOKEN = ['id', 'prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'last_activity', 'expires_at', 'session_id', 'oauth_client'] as const;
+      const tokens = pack(rows.tokens, TOKEN);
+      const T = at(TOKEN);
+      // only an earlier import can hold the same hash (each is salted): without one, nothing to match
+      const earlier = (await this.db.get<{ n: number }>("SELECT count(*) AS n FROM tokens WHERE source = 'jupyterhub'"))!.n > 0;
+      const sameToken = `EXISTS (SELECT 1 FROM tokens t WHERE t.prefix = ${T('prefix')} AND t.hashed = ${T('hashed')})`;
+      let tokensKnown = 0;
+      if (earlier) {
+        tokensKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE ${sameToken}`, tokens);
+        await this.db.run(
+          `UPDATE tokens SET owner_kind = j.owner_kind, owner_name = j.owner_name, scopes = j.scopes, note = j.note, created = j.created,
+             expires_at = j.expires_at, session_id = j.session_id, oauth_client = j.oauth_client,
+             last_activity = CASE WHEN tokens.last_activity IS NULL OR j.last_activity > tokens.last_activity THEN j.last_activity ELSE tokens.last_activity END
+           FROM (SELECT ${TOKEN.map((f) => `${T(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
+           WHERE tokens.prefix = j.prefix AND tokens.hashed = j.hashed`, [tokens]);
+      }
       const columns = 'prefix, hashed, owner_kind, owner_name, scopes, note, created, last_activity, expires_at, session_id, oauth_client, source';
-      const values = `${['prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'last_activity', 'expires_at', 'session_id', 'oauth_client'].map(J).join(', ')}, 'jupyterhub'`;
+      const values = `${TOKEN.slice(1).map(T).join(', ')}, 'jupyterhub'`;
+      const isNew = earlier ? `NOT ${sameToken}` : 'true';
       // first the ones whose id is free, then the rest numbered on (two statements: no new id can take a kept one)
-      await this.db.run(`INSERT INTO tokens (id, ${columns}) SELECT ${J('id')}, ${values} FROM json_each(?) j
-        WHERE NOT ${sameToken} AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = ${J('id')})`, [tokens]);
-      await this.db.run(`INSERT INTO tokens (${columns}) SELECT ${values} FROM json_each(?) j WHERE NOT ${sameToken}`, [tokens]);
+      const { changes } = await this.db.run(`INSERT INTO tokens (id, ${columns}) SELECT ${T('id')}, ${values} FROM json_each(?) j
+        WHERE ${isNew} AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = ${T('id')})`, [tokens]);
+      if (tokensKnown + changes < rows.tokens.length) await this.db.run(`INSERT INTO tokens (${columns}) SELECT ${values} FROM json_each(?) j WHERE NOT ${sameToken}`, [tokens]);
 
-      const shareKey = `s.owner = ${J('owner')} AND s.server_name = ${J('server_name')} AND s.grantee_kind = ${J('grantee_kind')} AND s.grantee = ${J('grantee')}`;
-      const sharesKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM shares s WHERE ${shareKey})`, shares);
+      const SHARE = ['owner', 'server_name', 'grantee_kind', 'grantee', 'scopes', 'created_at', 'expires_at'] as const;
+      const shares = pack(rows.shares, SHARE);
+      const S = at(SHARE);
+      const sharesKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM shares s
+        WHERE s.owner = ${S('owner')} AND s.server_name = ${S('server_name')} AND s.grantee_kind = ${S('grantee_kind')} AND s.grantee = ${S('grantee')})`, shares);
       await this.db.run(
         `INSERT INTO shares (owner, server_name, grantee_kind, grantee, scopes, created_at, created_by, expires_at)
-         SELECT ${['owner', 'server_name', 'grantee_kind', 'grantee', 'scopes', 'created_at', 'owner', 'expires_at'].map(J).join(', ')} FROM json_each(?) j WHERE true
+         SELECT ${['owner', 'server_name', 'grantee_kind', 'grantee', 'scopes', 'created_at', 'owner', 'expires_at'].map(S).join(', ')} FROM json_each(?) j WHERE true
          ON CONFLICT (owner, server_name, grantee_kind, grantee) DO UPDATE SET scopes = excluded.scopes, created_at = excluded.created_at, expires_at = excluded.expires_at`, [shares]);
 
-      const sameCode = `EXISTS (SELECT 1 FROM share_codes c WHERE c.prefix = ${J('prefix')} AND c.hashed = ${J('hashed')})`;
+      const CODE = ['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'expires_at', 'exchange_count', 'last_exchanged_at'] as const;
+      const codes = pack(rows.codes, CODE);
+      const C = at(CODE);
+      const sameCode = `EXISTS (SELECT 1 FROM share_codes c WHERE c.prefix = ${C('prefix')} AND c.hashed = ${C('hashed')})`;
       const codesKnown = await count(`SELECT count(*) AS n FROM json_each(?) j WHERE ${sameCode}`, codes);
       await this.db.run(
         `UPDATE share_codes SET owner = j.owner, server_name = j.server_name, scopes = j.scopes, created_at = j.created_at, expires_at = j.expires_at,
            exchange_count = max(share_codes.exchange_count, j.exchange_count), last_exchanged_at = coalesce(j.last_exchanged_at, share_codes.last_exchanged_at)
-         FROM (SELECT ${['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'expires_at', 'exchange_count', 'last_exchanged_at'].map((f) => `${J(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
+         FROM (SELECT ${CODE.map((f) => `${C(f)} AS ${f}`).join(', ')} FROM json_each(?) j) AS j
          WHERE share_codes.prefix = j.prefix AND share_codes.hashed = j.hashed`, [codes]);
       await this.db.run(
         `INSERT INTO share_codes (prefix, hashed, owner, server_name, scopes, created_at, created_by, expires_at, exchange_count, last_exchanged_at)
-         SELECT ${['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'owner', 'expires_at', 'exchange_count', 'last_exchanged_at'].map(J).join(', ')}
+         SELECT ${['prefix', 'hashed', 'owner', 'server_name', 'scopes', 'created_at', 'owner', 'expires_at', 'exchange_count', 'last_exchanged_at'].map(C).join(', ')}
          FROM json_each(?) j WHERE NOT ${sameCode}`, [codes]);
       return {
         tokens: { added: rows.tokens.length - tokensKnown, updated: tokensKnown },

@@ -28,6 +28,12 @@ export interface CallOptions {
   deadline?: number;
   /** the request this call serves (id, who asked, client address); inside an actor's handler it is implicit */
   request?: RequestContext;
+  /**
+   * While the callee cannot be reached (restarting: nothing listens on its socket, no NATS responder), try again
+   * for up to this many ms (within the deadline) instead of failing at once. Only a call that never reached it is
+   * sent again, so nothing is done twice.
+   */
+  waitForCalleeMs?: number;
 }
 
 /** What a handler knows about the call it serves. */

@@ -1,6 +1,7 @@
 // `npm run bench [name ...]`: runs the named benchmarks (all when none is named) and prints their figures.
 import { api } from './api.js';
 import { footprint } from './footprint.js';
+import { importBench } from './import.js';
 import { loginBench } from './login.js';
 import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
@@ -8,7 +9,7 @@ import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
 import { users } from './users.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench(), import: () => importBench() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

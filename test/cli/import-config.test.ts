@@ -204,6 +204,56 @@ test('import-config: the written file is readable only by its owner (it may hold
   t.is(readFileSync(out, 'utf8'), 'mine');
 });
 
+/** Imports a config written here (for forms of values the example files do not show). */
+async function importSource(name: string, source: string): Promise<Imported> {
+  const file = join(dir, `${name}.py`);
+  writeFileSync(file, source);
+  const r = await runHubCommand(['import-config', file, '--out', join(dir, `${name}.json`), '--json', '--force']);
+  if (r.code !== 0) throw new Error(`hub import-config ${name}: exit ${r.code}\n${r.stderr}`);
+  return JSON.parse(r.stdout) as Imported;
+}
+
+test.serial('import-config: batchspawner by name: req_* options become sbatch options, hub_connect_ip this hub\'s API on the nodes, a Jinja script is not carried; the hub starts', async (t) => {
+  const { config, report } = await importSource('slurm', [
+    'c.JupyterHub.spawner_class = "batchspawner.SlurmSpawner"',
+    'c.JupyterHub.authenticator_class = "dummy"',
+    'c.JupyterHub.port = 8100',
+    'c.JupyterHub.hub_connect_ip = "10.0.0.5"',
+    'c.BatchSpawnerBase.req_partition = "gpu"',
+    'c.SlurmSpawner.req_options = "--exclusive --requeue"',
+    'c.SlurmSpawner.req_qos = "interactive"',
+    'c.SlurmSpawner.req_nprocs = "4"',
+    'c.SlurmSpawner.batch_script = "#!/bin/bash\\n{{cmd}}\\n"',
+    'c.Spawner.mem_limit = None',
+    '',
+  ].join('\n'));
+  t.like(config.Hub, { spawner_class: 'slurm', port: 8100 });
+  t.deepEqual(config.SlurmSpawner, { hub_api_url: 'http://10.0.0.5:8100/hub/api', partition: 'gpu', req_options: ['--exclusive', '--requeue', '--qos=interactive'], req_nprocs: 4 });
+  t.regex(report.unmapped.find((u) => u.option === 'SlurmSpawner.batch_script')?.why ?? '', /no Jinja/);
+  t.deepEqual(report.mapped.find((m) => m.option === 'Spawner.mem_limit'), { option: 'Spawner.mem_limit', line: 10, to: [], note: 'None: this hub\'s default applies' });
+  await startsAndAnswers(t, config);
+});
+
+test('import-config: what this hub refuses is left out with its problem, services take their tokens from service_tokens, and the file still loads', async (t) => {
+  const { config, report } = await importSource('refused', [
+    'c.JupyterHub.authenticator_class = "dummy"',
+    'c.JupyterHub.spawner_class = "simple"',
+    'c.JupyterHub.tornado_settings = {"headers": {"Content-Type": "text/plain"}, "slow_stop_timeout": 3, "xsrf_cookies": True}',
+    'c.JupyterHub.services = [{"name": "announcer", "url": "http://127.0.0.1:9999", "timeout": 30}]',
+    'c.JupyterHub.service_tokens = {"0123456789abcdef": "announcer"}',
+    'c.Application.log_level = 30',
+    '',
+  ].join('\n'));
+  t.deepEqual(config.Hub.services, [{ name: 'announcer', url: 'http://127.0.0.1:9999', api_token: '0123456789abcdef' }]);
+  t.regex(report.mapped.find((m) => m.option === 'JupyterHub.services')?.note ?? '', /left out of each service: timeout/);
+  t.is(config.Hub.extra_headers, undefined);
+  t.is(config.Spawner.slow_stop_timeout, 3);
+  t.is(config.Hub.log_level, 'warn');
+  t.regex(report.unmapped.find((u) => u.option === 'JupyterHub.tornado_settings')?.why ?? '', /^not accepted here: Hub\.extra_headers: Content-Type is set by the hub/);
+  t.regex(report.mapped.find((m) => m.option === 'JupyterHub.tornado_settings')?.note ?? '', /not carried: xsrf_cookies/, 'what it could carry stays carried');
+  t.deepEqual(await startChecks(config), []);
+});
+
 const badInput: [string, string, RegExp][] = [
   ['syntax', 'c = get_config()\nc.JupyterHub.port = 8000\nc.Spawner.cmd = [\n', /, line 3: Python syntax error: '\[' was never closed; nothing written/],
   ['unknown-class', 'c.JupyterHub.port = 8000\nc.JupyterHub.spawner_class = "mycompany.spawners.MySpawner"\n', /JupyterHub\.spawner_class \(line 2\): mycompany\.spawners\.MySpawner is not a class this hub knows/],

@@ -6,17 +6,21 @@
 // BY_DESIGN below. Also: --dry-run changes nothing, a second import duplicates nothing, an unknown schema revision
 // is refused naming it, a running hub is refused, and an import killed after its commit point is finished by the
 // next start.
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createServer, type Server } from 'node:http';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import sqlite3 from 'sqlite3';
-import { REPO, freePort, runHubCommand, startHub } from '../harness.js';
+import { spawn } from 'node:child_process';
+import { REPO, SUPERVISOR, freePort, runHubCommand, startHub } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
-import { startJupyterHub, type JupyterHubUnderTest } from '../bench/jupyterhub.js';
+import { startJupyterHub } from '../bench/jupyterhub.js';
+import { hashSecret } from '../../shared/secrets.js';
+import { makeJupyterhubDb, makeJupyterhubSchema } from './jupyterhub-fixture.js';
+import { startPostgres } from '../postgres.js';
 
 const VENV_PYTHON = join(REPO, '.cache', 'jupyter-6.1', 'bin', 'python');
 const ADMIN_TOKEN = randomToken();
@@ -182,10 +186,11 @@ test.before(async () => {
 });
 test.after.always(() => listener?.close());
 
-test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', async (t) => {
+/** The established hub on `dbUrl` (its own SQLite file when none), populated, stopped, imported from `importDb`, compared. */
+async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: string; importDb?: string } = {}) {
   const jh = await startJupyterHub({
     python: VENV_PYTHON, apiTokens: { [ADMIN_TOKEN]: 'admin' }, adminUsers: ['admin'], extraConfig: jupyterhubConfig(serverPort),
-    env: { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY },
+    env: { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY }, dbUrl,
   });
   let before: { status: number; body: unknown }[];
   let questions: Question[];
@@ -198,7 +203,7 @@ test.serial('import: the same token strings get the same answers from this hub a
   } finally {
     await jh.stop({ keepDir: true });
   }
-  const dbFile = join(jh.dir, 'jupyterhub.sqlite');
+  const dbFile = importDb ?? join(jh.dir, 'jupyterhub.sqlite');
   const dataDir = mkdtempSync(join(tmpdir(), 'hub-import-'));
   try {
     const env = { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY, HUB_CRYPT_KEY: OUR_CRYPT_KEY };
@@ -227,5 +232,164 @@ test.serial('import: the same token strings get the same answers from this hub a
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(jh.dir, { recursive: true, force: true });
+  }
+}
+
+test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', (t) => sameAnswers(t));
+
+test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (PostgreSQL)', async (t) => {
+  const pg = await startPostgres();
+  try {
+    await pg.createDatabase('jupyterhub');
+    // the established hub names its driver (psycopg2); the import takes either spelling
+    await sameAnswers(t, { dbUrl: pg.url('jupyterhub').replace('postgresql://', 'postgresql+psycopg2://'), importDb: pg.url('jupyterhub') });
+  } finally {
+    await pg.stop();
+  }
+});
+
+/** `hub import jupyterhub` on `db` into `dataDir`, to its end. */
+const importInto = (db: string, dataDir: string, ...more: string[]) =>
+  runHubCommand(['import', 'jupyterhub', '--db', db, `--Hub.data_dir=${dataDir}`, ...more]);
+
+/** "  users: 50 (0 new, 50 already here, updated)" → {total: 50, here: 50} */
+function counted(stdout: string, label: string): { total: number; here: number } {
+  const m = new RegExp(`^  ${label}: (\\d+)(?: \\((\\d+) new, (\\d+) already here)?`, 'm').exec(stdout);
+  if (!m) throw new Error(`no "${label}" line in:\n${stdout}`);
+  return { total: Number(m[1]), here: Number(m[3] ?? 0) };
+}
+
+const withSqlite = async (path: string, sql: string) => {
+  const db = await new Promise<sqlite3.Database>((ok, fail) => { const d = new sqlite3.Database(path, (e) => (e ? fail(e) : ok(d))); });
+  await new Promise<void>((ok, fail) => db.exec(sql, (e) => (e ? fail(e) : ok())));
+  await new Promise<void>((ok) => db.close(() => ok()));
+};
+
+test.serial('import: --dry-run changes nothing; a second run updates what changed and duplicates nothing', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    const db = join(dir, 'jupyterhub.sqlite');
+    const fixture = await makeJupyterhubDb(db, { users: 50, tokensPerUser: 2 });
+    const dataDir = join(dir, 'hub');
+    const dry = await importInto(db, dataDir, '--dry-run');
+    t.is(dry.code, 0, dry.stderr);
+    t.regex(dry.stdout, /^would import from /);
+    t.deepEqual(counted(dry.stdout, 'users'), { total: 50, here: 0 });
+    t.false(existsSync(join(dataDir, 'auth.sqlite')), 'a dry run writes no store');
+    t.false(existsSync(join(dataDir, 'imported', 'jupyterhub-config.json')));
+
+    const first = await importInto(db, dataDir);
+    t.is(first.code, 0, first.stderr);
+    t.deepEqual(counted(first.stdout, 'API tokens'), { total: 100, here: 0 });
+    t.deepEqual(counted(first.stdout, 'named servers \\(stopped\\)'), { total: 5, here: 0 });
+    // the established hub changes on: user-1 made an admin, one more token
+    const extra = randomToken();
+    await withSqlite(db, `UPDATE users SET admin = 1 WHERE name = 'user-1';
+      INSERT INTO api_tokens (user_id, prefix, hashed, note, scopes, created, client_id)
+      VALUES (2, '${extra.slice(0, 4)}', '${hashSecret(extra, 1)}', 'late', '["read:users!user=user-1"]', '2026-11-02 10:00:00.000001', 'jupyterhub');`);
+    const again = await importInto(db, dataDir);
+    t.is(again.code, 0, again.stderr);
+    t.deepEqual(counted(again.stdout, 'users'), { total: 50, here: 50 });
+    t.deepEqual(counted(again.stdout, 'API tokens'), { total: 101, here: 100 });
+
+    // what a person sees: 50 users once each, user-1 an admin, each token working, user-1's three
+    const hub = await startHub({ reuse: { dataDir, port: await freePort(), natsPort: await freePort() }, config: { Hub: { authenticator_class: 'dummy', allow_named_servers: true } } });
+    try {
+      const call = apiClient(hub.url);
+      const admin = fixture.sample.get('user-0')!;
+      const users = await call('GET', '/users?limit=200', { token: admin });
+      t.is(users.status, 200);
+      t.is(users.body.length, 50);
+      t.is(new Set(users.body.map((u: { name: string }) => u.name)).size, 50);
+      t.true(users.body.find((u: { name: string }) => u.name === 'user-1').admin);
+      const late = await call('GET', '/user', { token: extra });
+      t.is(late.status, 200);
+      t.is(late.body.name, 'user-1');
+      t.true(late.body.scopes.includes('read:users!user=user-1'));
+      t.false(late.body.scopes.includes('tokens!user=user-1'));
+      const tokens = await call('GET', '/users/user-1/tokens', { token: admin });
+      t.is(tokens.body.api_tokens.length, 3);
+      const lab = await call('GET', '/users/user-10/servers/lab', { token: admin });
+      t.deepEqual([lab.status, lab.body.stopped, lab.body.user_options], [200, true, { image: 'python-3' }]);
+    } finally {
+      await hub.stop({ keepDataDir: true });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.serial('import: an unknown schema revision is refused naming it; a database that is not the established hub\'s too', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    const db = join(dir, 'jupyterhub.sqlite');
+    makeJupyterhubSchema(`sqlite:///${db}`);
+    await withSqlite(db, "UPDATE alembic_version SET version_num = 'deadbeef0042'");
+    const r = await importInto(db, join(dir, 'hub'));
+    t.is(r.code, 1);
+    t.regex(r.stderr, /unknown schema revision "deadbeef0042"/);
+    t.false(existsSync(join(dir, 'hub', 'auth.sqlite')));
+    const other = join(dir, 'other.sqlite');
+    await withSqlite(other, 'CREATE TABLE things (id INTEGER)');
+    const r2 = await importInto(other, join(dir, 'hub'));
+    t.is(r2.code, 1);
+    t.regex(r2.stderr, /not a database of the established hub/);
+    const missing = await importInto(join(dir, 'nowhere.sqlite'), join(dir, 'hub'));
+    t.is(missing.code, 1);
+    t.regex(missing.stderr, /no such file/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.serial('import: refused while a hub runs on the data dir (stop it first)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    const db = join(dir, 'jupyterhub.sqlite');
+    await makeJupyterhubDb(db, { users: 3, tokensPerUser: 1 });
+    const hub = await startHub();
+    try {
+      const r = await importInto(db, hub.dataDir);
+      t.is(r.code, 1);
+      t.regex(r.stderr, /a hub is running on .*stop it first/);
+      t.false(existsSync(join(hub.dataDir, 'imported', 'jupyterhub-config.json')), 'nothing written under it');
+    } finally {
+      await hub.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.serial('import: killed at any point, it leaves all of the import or none of it (users and tokens together)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    const db = join(dir, 'jupyterhub.sqlite');
+    await makeJupyterhubDb(db, { users: 5000, tokensPerUser: 2 });
+    // how long a whole import takes here, to spread the kills over it
+    const t0 = Date.now();
+    const whole = await importInto(db, join(dir, 'whole'));
+    t.is(whole.code, 0, whole.stderr);
+    const took = Date.now() - t0;
+    const outcomes: string[] = [];
+    for (const fraction of [0.3, 0.6, 0.8, 0.9, 0.97]) {
+      const dataDir = join(dir, `killed-${fraction}`);
+      const p = spawn(process.execPath, [SUPERVISOR, 'import', 'jupyterhub', '--db', db, `--Hub.data_dir=${dataDir}`], { stdio: 'ignore' });
+      const exited = new Promise((r) => p.on('exit', r));
+      const timer = setTimeout(() => p.kill('SIGKILL'), Math.round(took * fraction));
+      await exited;
+      clearTimeout(timer);
+      // the next command finishes an import killed after its commit point; a dry run then says what is there
+      const look = await importInto(db, dataDir, '--dry-run');
+      t.is(look.code, 0, look.stderr);
+      const users = counted(look.stdout, 'users').here;
+      const tokens = counted(look.stdout, 'API tokens').here;
+      t.true((users === 0 && tokens === 0) || (users === 5000 && tokens === 10_000), `killed at ${fraction}: ${users} users and ${tokens} tokens there`);
+      outcomes.push(users ? 'all' : 'none');
+      t.false(existsSync(join(dataDir, 'imported', 'staging')), 'no copies left behind');
+    }
+    t.log(`killed at 30 … 97 % of ${took} ms: ${outcomes.join(', ')}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

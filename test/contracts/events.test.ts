@@ -3,7 +3,7 @@
 import test from 'ava';
 import { connect, type NatsConnection } from 'nats';
 import { apiClient, randomToken } from '../api/client.js';
-import { NATS_TOKEN, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { NATS_ADMIN, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 
 const ADMIN_TOKEN = randomToken();
 const ALICE_TOKEN = randomToken();
@@ -17,7 +17,7 @@ test.before(async () => {
       Authenticator: { admin_users: ['boss'] },
     },
   });
-  nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  nc = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
 });
 test.after.always(async () => {
   await nc?.close();

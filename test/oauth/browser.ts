@@ -105,6 +105,14 @@ export class Browser {
   }
 }
 
+/** A browser logged in to the hub at `base` through its login form (a 302 expected, else it throws with the status). */
+export async function loggedInBrowser(base: string, user: string, password: string): Promise<Browser> {
+  const b = new Browser(base);
+  const r = await b.login(user, password);
+  if (r.status !== 302) throw new Error(`login ${user}: ${r.status}`);
+  return b;
+}
+
 /** The value of a hidden form field in a page. */
 export function hiddenField(html: string, name: string): string {
   const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(html);

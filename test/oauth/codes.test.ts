@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HubConfig } from '../../shared/config.js';
 import type { HubError } from '../../shared/errors.js';
-import type { TokensClient } from '../../shared/contracts/index.js';
+import type { AuthClient, TokensClient } from '../../shared/contracts/index.js';
 import { createLogger } from '../../shared/log.js';
 import { CODE_LIFETIME_MS, createOAuthHandlers, pkceMatches, serviceClientSpecs } from '../../services/oauth/handlers.js';
+import { createOidc } from '../../services/oauth/oidc.js';
+import { SigningKeys } from '../../services/oauth/signing-keys.js';
 import { OAuthStore } from '../../services/oauth/store.js';
 
 /** Mints numbered tokens and records revocations, as the tokens actor would answer. */
@@ -40,8 +42,12 @@ async function setup(t: { teardown: (fn: () => void) => void }) {
     void store.close().finally(() => rmSync(dir, { recursive: true, force: true }));
   });
   const tokens = fakeTokens();
-  const config = { Hub: { oauth_token_expires_in: 0, cookie_max_age_days: 14 } } as unknown as HubConfig;
-  const h = createOAuthHandlers({ config, store, tokens: tokens.client, audit: { publish: async () => undefined, publishMany: async () => undefined }, log: createLogger('test', 'silent') });
+  const config = { Hub: { oauth_token_expires_in: 0, cookie_max_age_days: 14, oidc_issuer: 'http://hub.test/hub' } } as unknown as HubConfig;
+  const audit = { publish: async () => undefined, publishMany: async () => undefined };
+  const log = createLogger('test', 'silent');
+  // these codes are plain OAuth (no openid): the OIDC part is there but never asked for claims
+  const oidc = createOidc({ config, store, tokens: tokens.client, auth: {} as AuthClient, keys: await SigningKeys.open(dir), audit, log });
+  const h = createOAuthHandlers({ config, store, tokens: tokens.client, audit, log, oidc });
   await h.registerServerClient({ client_id: 'hub-user-ann', user: 'ann', server_name: '', url: '/user/ann/', secret: 'server-secret' });
   return { h, store, tokens };
 }

@@ -166,7 +166,8 @@ test.serial('oauth provider: token request errors name the OAuth error', async (
   const code = await codeFor(b);
   const cases: [string, Record<string, string>, number, string][] = [
     ['redirect_uri differs', { redirect_uri: `${CB}/other` }, 400, 'invalid_request'],
-    ['refresh grant', { grant_type: 'refresh_token', refresh_token: 'x' }, 400, 'unsupported_grant_type'],
+    ['password grant', { grant_type: 'password', username: 'carol', password: PW }, 400, 'unsupported_grant_type'],
+    ['a refresh token the hub never gave', { grant_type: 'refresh_token', refresh_token: 'x' }, 400, 'invalid_grant'],
     ['no grant type', { grant_type: '' }, 400, 'invalid_request'],
     ['no code', { code: '' }, 400, 'invalid_request'],
     ['made-up code', { code: 'not-a-code-at-all' }, 400, 'invalid_grant'],

@@ -5,9 +5,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { apiClient, randomToken, type ApiCall } from '../api/client.js';
+import { randomToken, type ApiCall } from '../api/client.js';
 import { Browser, formLogin } from '../auth/helpers.js';
 import { freePort, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { startOperatedHub } from './hub.js';
 import { sample, samples, typeOf } from './prometheus.js';
 
 let hub: HubUnderTest;
@@ -65,17 +66,7 @@ const ESTABLISHED_FAMILIES: { family: string; type: string; labels: string[] }[]
 const OURS = new Set(['actor', 'node', 'replica', 'le']);
 
 test.before(async () => {
-  hub = await startHub({
-    config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, authenticator_class: 'dummy' },
-      DummyAuthenticator: { password: PASSWORD },
-      Authenticator: { admin_users: ['boss'] },
-      Spawner: { slow_spawn_timeout: 20, slow_stop_timeout: 10, stop_signal_timeout: 0.5 },
-    },
-  });
-  api = apiClient(hub.url);
-  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: ['alice', 'bob'] } });
-  if (made.status !== 201) throw new Error(`setup: ${made.status}`);
+  ({ hub, api } = await startOperatedHub(ADMIN, PASSWORD));
 });
 test.after.always(async () => {
   await hub?.stop();
@@ -197,6 +188,9 @@ test.serial('jupyterhub metrics: JUPYTERHUB_METRICS_PREFIX renames them as in th
     t.is(bad.code, 2);
     t.regex(bad.stderr, /JUPYTERHUB_METRICS_PREFIX: "9lives" is not a Prometheus metric name prefix/);
     t.regex(bad.stderr, /JUPYTERHUB_SERVER_STOP_DURATION_SECONDS_BUCKETS: expected increasing numbers/);
+    const ours = await runHubCommand(['start', '--config', config], { env: { JUPYTERHUB_METRICS_PREFIX: 'hub' } });
+    t.is(ours.code, 2);
+    t.regex(ours.stderr, /JUPYTERHUB_METRICS_PREFIX: "hub" would give the established hub's families this hub's own names/);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }

@@ -2,9 +2,10 @@
 // hop, and one log line per request carrying its request id into the actors it reached.
 import test from 'ava';
 import { connect } from 'nats';
-import { apiClient, randomToken, type ApiCall } from '../api/client.js';
+import { randomToken, type ApiCall } from '../api/client.js';
 import { Browser, field, formLogin } from '../auth/helpers.js';
-import { NATS_TOKEN, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { NATS_ADMIN, runHubCommand, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { startOperatedHub } from './hub.js';
 import { sample } from './prometheus.js';
 
 let hub: HubUnderTest;
@@ -13,17 +14,7 @@ const ADMIN = randomToken();
 const PASSWORD = 'open-sesame';
 
 test.before(async () => {
-  hub = await startHub({
-    config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, authenticator_class: 'dummy', log_level: 'info', log_format: 'json' },
-      DummyAuthenticator: { password: PASSWORD },
-      Authenticator: { admin_users: ['boss'] },
-      Spawner: { slow_spawn_timeout: 20, slow_stop_timeout: 10, stop_signal_timeout: 0.5 },
-    },
-  });
-  api = apiClient(hub.url);
-  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: ['alice', 'bob'] } });
-  if (made.status !== 201) throw new Error(`setup: ${made.status}`);
+  ({ hub, api } = await startOperatedHub(ADMIN, PASSWORD, { log_level: 'info', log_format: 'json' }));
 });
 test.after.always(async () => {
   await hub?.stop();
@@ -44,7 +35,7 @@ interface AuditEvent {
 
 /** Everything in the HUB_AUDIT stream, read with a JetStream consumer as an operator's tool would. */
 async function auditTrail(): Promise<AuditEvent[]> {
-  const nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const nc = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   try {
     const js = nc.jetstream();
     const consumer = await js.consumers.get('HUB_AUDIT'); // an ordered consumer, from the first event

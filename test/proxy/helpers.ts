@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { busEnv } from '../../shared/nats-auth.js';
 import { freePort, NATS_TOKEN, REPO, waitFor } from '../harness.js';
 
 export async function listen(server: http.Server): Promise<number> {
@@ -110,7 +111,7 @@ export function writeBlocks(res: http.ServerResponse, blocks: number): void {
 export async function startExtraGateway(dataDir: string): Promise<{ url: string; proc: ChildProcess; pid: number }> {
   const port = await freePort();
   const proc = spawn(process.execPath, [join(REPO, 'dist', 'services', 'gateway', 'main.js')], {
-    env: { ...process.env, HUB_RESOLVED_CONFIG: join(dataDir, 'run', 'config.json'), HUB_GATEWAY_PORT: String(port), HUB_NATS_TOKEN: NATS_TOKEN },
+    env: { ...process.env, HUB_RESOLVED_CONFIG: join(dataDir, 'run', 'config.json'), HUB_GATEWAY_PORT: String(port), ...busEnv(NATS_TOKEN, 'gateway') },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

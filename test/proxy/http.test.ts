@@ -4,7 +4,7 @@ import test from 'ava';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { connect as natsConnect, type NatsConnection } from 'nats';
-import { freePort, NATS_TOKEN, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, NATS_ADMIN, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { download, listen, peakRss, rawRequest, rssMb, sha256OfRepeated, upload, writeBlocks } from './helpers.js';
 
@@ -110,7 +110,7 @@ test.before(async () => {
     },
   });
   api = apiClient(hub.url);
-  nc = await natsConnect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  nc = await natsConnect({ servers: hub.natsUrl, ...NATS_ADMIN });
   await waitFor('the echo route', async () => ((await fetch(`${hub.url}/services/echo/`)).status === 200 ? true : undefined));
 });
 test.after.always(async () => {

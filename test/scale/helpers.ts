@@ -2,7 +2,7 @@
 // all sharing the NATS token (the harness gives every hub the same one) and the cookie secret.
 import { randomBytes } from 'node:crypto';
 import { connect, type NatsConnection } from 'nats';
-import { freePort, isAlive, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, isAlive, NATS_ADMIN, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
 
 export const COOKIE_SECRET = randomBytes(32).toString('hex');
@@ -46,7 +46,7 @@ export function memberOptions(ports: ClusterPorts, i: number, replicas = ports.c
 }
 
 export async function natsClient(servers: string | string[]): Promise<NatsConnection> {
-  return connect({ servers, token: NATS_TOKEN, maxReconnectAttempts: 20, reconnectTimeWait: 250 });
+  return connect({ servers, ...NATS_ADMIN, maxReconnectAttempts: 20, reconnectTimeWait: 250 });
 }
 
 /** The default servers' records of these users, straight from the KV bucket (absent ones are left out). */

@@ -5,9 +5,9 @@
 import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
 import { connect, type NatsConnection } from 'nats';
-import { freePort, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, NATS_ADMIN, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
-import { Browser, startWhoami, stopChild } from '../oauth/browser.js';
+import { Browser, loggedInBrowser, startWhoami, stopChild } from '../oauth/browser.js';
 import { AUDIT_STREAM } from '../../shared/subjects.js';
 
 let hub: HubUnderTest;
@@ -43,12 +43,7 @@ test.after.always(async () => {
   await hub?.stop();
 });
 
-async function loggedIn(user: string): Promise<Browser> {
-  const b = new Browser(hub.url);
-  const r = await b.login(user, PW);
-  if (r.status !== 302) throw new Error(`login ${user}: ${r.status}`);
-  return b;
-}
+const loggedIn = (user: string) => loggedInBrowser(hub.url, user, PW);
 
 /** A browser logged in as boss opens the service through the gateway and the service's OAuth client (no consent page). */
 async function whoamiAsBoss(): Promise<{ statuses: number[]; body: string }> {
@@ -58,7 +53,7 @@ async function whoamiAsBoss(): Promise<{ statuses: number[]; body: string }> {
 }
 
 async function lastAudit(subject: string): Promise<Record<string, unknown>> {
-  const nc: NatsConnection = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const nc: NatsConnection = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   try {
     return (await (await nc.jetstreamManager()).streams.getMessage(AUDIT_STREAM, { last_by_subj: subject })).json();
   } finally {

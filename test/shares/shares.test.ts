@@ -3,7 +3,7 @@
 // user and expiring on time; group shares that end with the membership; what the API refuses; the audit trail.
 import test from 'ava';
 import { connect, StringCodec, type NatsConnection } from 'nats';
-import { NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { NATS_ADMIN, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { Browser, hiddenField, paramsOf, pathOf } from '../oauth/browser.js';
 
@@ -34,7 +34,7 @@ test.before(async () => {
     },
   });
   api = apiClient(hub.url);
-  nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  nc = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   const sc = StringCodec();
   for (const subject of ['hub.audit.share.>', 'hub.audit.share_code.>']) {
     nc.subscribe(subject, { callback: (_e, m) => audit.push({ subject: m.subject, body: JSON.parse(sc.decode(m.data)) }) });

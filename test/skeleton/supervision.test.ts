@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../shared/ports.js';
-import { isAlive, NATS_TOKEN, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
+import { isAlive, NATS_ADMIN, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
 
 const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'];
 
@@ -63,7 +63,7 @@ test('supervision: two hubs differing only in ports and data dir run side by sid
   try {
     t.is(await health(a.url), 200);
     t.is(await health(b.url), 200);
-    const nc = await connect({ servers: a.natsUrl, token: NATS_TOKEN });
+    const nc = await connect({ servers: a.natsUrl, ...NATS_ADMIN });
     const sc = StringCodec();
     const reply = JSON.parse(sc.decode((await nc.request('$SRV.PING.hub-tokens', undefined, { timeout: 2000 })).data));
     t.is(reply.metadata.actor, 'tokens');

@@ -3,14 +3,14 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'nats';
 import { fileURLToPath } from 'node:url';
-import { NATS_TOKEN } from '../harness.js';
+import { NATS_ADMIN } from '../harness.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
 
 /** The registry entry of a server, straight from the KV bucket (null when absent). */
 export async function serverRecord(natsUrl: string, user: string, name = ''): Promise<ServerRecord | null> {
-  const nc = await connect({ servers: natsUrl, token: NATS_TOKEN });
+  const nc = await connect({ servers: natsUrl, ...NATS_ADMIN });
   try {
     const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
     const e = await kv.get(serverKey(user, name));
@@ -95,7 +95,7 @@ export interface AuditEvent { type: string; who: string; what: string; outcome: 
 
 /** Everything in the HUB_AUDIT stream so far, read as an operator's tool would (an ordered consumer). */
 export async function auditTrail(natsUrl: string): Promise<AuditEvent[]> {
-  const nc = await connect({ servers: natsUrl, token: NATS_TOKEN });
+  const nc = await connect({ servers: natsUrl, ...NATS_ADMIN });
   try {
     const consumer = await nc.jetstream().consumers.get('HUB_AUDIT');
     const out: AuditEvent[] = [];

@@ -2,7 +2,7 @@
 // 202 at once, hear their place as it moves, and all become ready; past Hub.spawn_queue_limit, 429.
 import test from 'ava';
 import { connect } from 'nats';
-import { NATS_TOKEN, startHub, waitFor } from '../harness.js';
+import { NATS_ADMIN, startHub, waitFor } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { SERVERS_BUCKET, type ServerRecord } from '../../shared/servers.js';
 import { FIXTURE, serverRecord } from './helpers.js';
@@ -21,7 +21,7 @@ test('queue: 3× concurrent_spawn_limit starts at once all become ready, in orde
   });
   const api = apiClient(hub.url);
   // every change of every record, in the order the spawner wrote them
-  const nc = await connect({ servers: hub.natsUrl, token: NATS_TOKEN });
+  const nc = await connect({ servers: hub.natsUrl, ...NATS_ADMIN });
   const changes: ServerRecord[] = [];
   const kv = await nc.jetstream().views.kv(SERVERS_BUCKET, { history: 1 });
   const watch = await kv.watch();

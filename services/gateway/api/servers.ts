@@ -1,7 +1,7 @@
 // /hub/api/users/<u>/server[s/<s>][/progress|/location]: start, stop, read, create, modify, follow a start, and a
 // starting server's report of where it listens.
 import type { CallOptions } from '../../../shared/contracts/index.js';
-import { within } from '../../../shared/grpc.js';
+import { restartWaitMs, within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { invalidLocationReason, lastOutcome, serverModel, serverUrl, type ProgressEvent, type ServerRecord } from '../../../shared/servers.js';
@@ -69,7 +69,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const fromLogin = await prepareSpawn(deps, user, req.identity?.owner.name === user ? req.identity.sessionId : undefined, req.who, req.call);
     // the user's groups go with the start: Spawner.group_overrides (the spawner does not ask again)
     const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who, auth_environment: fromLogin, groups: model.groups },
-      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call));
+      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call), waitForCalleeMs: restartWaitMs(config) });
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
 

@@ -12,6 +12,12 @@ const HOP_BY_HOP = new Set([
 /** Request headers the gateway itself takes care of: the body's framing, and `Expect` (uWS answers 100 Continue). */
 const REQUEST_OWN = new Set(['content-length', 'expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
 
+/** The scheme clients reach the front door with: `https` when it speaks TLS (front-door.ts), set once at start. */
+let forwardedProto = 'http';
+export function useForwardedProto(scheme: 'http' | 'https'): void {
+  forwardedProto = scheme;
+}
+
 /** Response headers uWS writes itself: framing and Date. */
 const RESPONSE_OWN = new Set(['content-length', 'date']);
 
@@ -96,7 +102,7 @@ export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, 
     lines += `content-length: ${length}\r\n`;
     if (!/^[0-9]{1,15}$/.test(length)) invalid ??= 'bad Content-Length';
   }
-  lines += `x-forwarded-for: ${appended(xff, remoteAddress, ', ')}\r\nx-forwarded-proto: ${appended(xfp, 'http', ',')}\r\n`;
+  lines += `x-forwarded-for: ${appended(xff, remoteAddress, ', ')}\r\nx-forwarded-proto: ${appended(xfp, forwardedProto, ',')}\r\n`;
   if (host) lines += `x-forwarded-host: ${appended(xfh, host, ',')}\r\n`;
   else lines += `host: ${targetHost}\r\n`; // HTTP/1.1 needs one; an HTTP/1.0 client may have sent none
   return { lines, hasBody: chunked || (length !== '' && length !== '0'), chunked, invalid, accept };

@@ -3,7 +3,7 @@
 // sends a browser whose server is not running. Starts and stops are form POSTs with the session's XSRF, and
 // GET /hub/spawn links (established hub 6): they start at once when there is nothing to choose or the link
 // chose (`opt-<key>=<value>`). /hub/user-redirect/<path> sends each person to <path> on their own server.
-import { within } from '../../../shared/grpc.js';
+import { restartWaitMs, within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { chooseProfile, profilesOf } from '../../../shared/profiles.js';
@@ -168,7 +168,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
     if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
     const fromLogin = await prepareSpawn(deps, resource.user, id.owner.name === resource.user ? id.sessionId : undefined, `user:${id.owner.name}`, callOf(info));
     const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}`, auth_environment: fromLogin, groups: resource.groups },
-      within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)));
+      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)), waitForCalleeMs: restartWaitMs(config) });
     call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record
     await new Promise<void>((resolve, reject) => {
       let over = false;

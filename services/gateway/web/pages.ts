@@ -83,7 +83,26 @@ export function createPageKit(deps: PageDeps) {
     if (!web.xsrfValid(info, web.xsrfFor(id.sessionId), f.get('_xsrf'))) throw errors.forbidden("'_xsrf' argument missing or invalid", 'HUB_ERR_XSRF');
   }
 
-  return { redirect, html, here, nav, requireLogin, checkFormXsrf };
+  /**
+   * A login ends (/hub/logout, and a relying party's logout at the OpenID Connect provider): with
+   * Hub.shutdown_on_logout the person's running servers stop first; then the session is revoked, the tokens issued
+   * during it go, and the gateway forgets it. Returns the upstream provider's logout URL, "" when there is none.
+   */
+  async function endLogin(info: RequestInfo, id: Identity, postLogoutRedirectUri: string): Promise<string> {
+    const { config, auth, tokens } = deps;
+    const by = `user:${id.owner.name}`;
+    if (config.Hub.shutdown_on_logout) {
+      await Promise.all(deps.servers.of(id.owner.name).filter((r) => deps.servers.isActive(r)).map((r) =>
+        deps.spawner.stopServer({ user: r.user, name: r.name, by }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)))));
+    }
+    // 1. the login ends, 2. the tokens issued during it are revoked, 3. the gateway forgets the session
+    const ended = await auth.revokeSession({ session_id: id.sessionId, by, post_logout_redirect_uri: postLogoutRedirectUri }, callOf(info));
+    await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by }, callOf(info));
+    web.forgetSession(id.sessionId);
+    return ended.logout_url;
+  }
+
+  return { redirect, html, here, nav, requireLogin, checkFormXsrf, endLogin };
 }
 
 export type PageKit = ReturnType<typeof createPageKit>;
@@ -156,18 +175,10 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
       async handle(info: RequestInfo, reply: Reply) {
         const id = await web.identify(info);
         if (id) {
-          // Hub.shutdown_on_logout (the established hub's): the person's running servers stop first
-          if (config.Hub.shutdown_on_logout) {
-            const by = `user:${id.owner.name}`;
-            await Promise.all(deps.servers.of(id.owner.name).filter((r) => deps.servers.isActive(r)).map((r) =>
-              deps.spawner.stopServer({ user: r.user, name: r.name, by }, within((config.Spawner.slow_stop_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)))));
-          }
-          // 1. the login ends, 2. the tokens issued during it are revoked, 3. the session cookie goes
-          const ended = await auth.revokeSession({ session_id: id.sessionId, by: `user:${id.owner.name}`, post_logout_redirect_uri: publicHubUrl(config, '/hub/login') }, callOf(info));
-          await tokens.revokeSessionTokens({ user: id.owner.name, session_id: id.sessionId, by: `user:${id.owner.name}` }, callOf(info));
-          web.forgetSession(id.sessionId);
+          // Hub.shutdown_on_logout (the established hub's) included; then the session cookie goes
+          const logoutUrl = await kit.endLogin(info, id, publicHubUrl(config, '/hub/login'));
           // RP-initiated logout: the provider ends its own login too, then sends the browser back here
-          if (ended.logout_url) return redirect(reply, ended.logout_url, web.clearCookies(info));
+          if (logoutUrl) return redirect(reply, logoutUrl, web.clearCookies(info));
         }
         // as the established hub 6.1: back to the sign-in page, unless it would send the browser straight to the
         // provider again (auto_login): then a page that says so

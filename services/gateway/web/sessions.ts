@@ -1,6 +1,6 @@
 // Browser logins: the sealed `hub-hub-login` cookie names a login session kept by the auth actor;
 // `hub-session-id` ties the OAuth tokens issued during that login to it; XSRF tokens are bound to it.
-import type { HubConfig } from '../../../shared/config.js';
+import { hubPublicUrl, type HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
 import { BoundedCache, stringBytes } from '../../../shared/bounded-cache.js';
@@ -26,7 +26,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     for (const s of scopes) n += 32 + stringBytes(s);
     return n;
   });
-  const secureCookies = config.Hub.public_url.startsWith('https://');
+  const secureCookies = hubPublicUrl(config).startsWith('https://'); // Hub.public_url, or https by default with Hub.ssl_cert
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
   // Hub.cookie_host_prefix_enabled, as the established hub's: the login cookie as `__Host-…`, which a browser keeps only
