@@ -24,7 +24,8 @@ import { serviceCallbackUrl, subdomainsOf } from './shared/subdomains.js';
 import { announceReady } from './shared/ready-line.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
-import { certificateProblems } from './shared/tls.js';
+import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
+import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
 import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -217,8 +218,11 @@ async function start(config: HubConfig): Promise<void> {
   mkdirSync(run, { recursive: true, mode: 0o700 });
   killLeftovers(dataDir, log);
   if (config.Supervisor.actors.includes('gateway')) {
-    const held = await portInUse(config.Hub.ip, config.Hub.port);
-    if (held) throw new ConfigError([`Hub.port: ${config.Hub.ip}:${config.Hub.port} cannot be listened on (${held === 'EADDRINUSE' ? 'in use by another process, perhaps another hub' : held})`]);
+    // the front door, and with HTTPS its plain loopback and redirect ports (shared/tls.ts)
+    for (const [option, ip, port] of [['Hub.port', config.Hub.ip, config.Hub.port] as const, ...frontDoorPlainPorts(config)]) {
+      const held = await portInUse(ip, port);
+      if (held) throw new ConfigError([`${option}: ${ip}:${port} cannot be listened on (${held === 'EADDRINUSE' ? 'in use by another process, perhaps another hub' : held})`]);
+    }
   }
   const configPath = resolvedConfigPath(dataDir);
   // every gateway must seal cookies with the same secret: resolved once, here
@@ -240,6 +244,7 @@ async function start(config: HubConfig): Promise<void> {
       restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
       failed: children.filter((c) => c.failed).map((c) => c.spec.id),
       ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
+      version: HUB_VERSION, commit: HUB_COMMIT,
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;

@@ -148,7 +148,11 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
     const { AuthStore } = await import('../services/auth/store.js');
     Object.assign(counts, await AuthStore.importJupyterhub(authCopy, {
       users: data.users.filter((u) => hasUser(u.name)).map((u) => ({ name: u.name, admin: u.admin, created: u.created, last_activity: u.last_activity, user_info: u.user_info })),
-      groups: data.groups.filter((g) => !invalidNameReason(g.name)).map((g) => ({ name: g.name, properties: JSON.stringify(g.properties), members: g.members.filter(hasUser) })),
+      groups: data.groups.filter((g) => {
+        const why = invalidNameReason(g.name);
+        if (why) notes.push(`group ${JSON.stringify(g.name.slice(0, 60))} not brought over: ${why}`);
+        return !why;
+      }).map((g) => ({ name: g.name, properties: JSON.stringify(g.properties), members: g.members.filter(hasUser) })),
       authStates,
     }));
     const tokensCopy = await copyOf('tokens');

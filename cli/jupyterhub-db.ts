@@ -107,7 +107,7 @@ async function openSqlite(path: string): Promise<Source> {
 async function openPostgres(url: string): Promise<Source> {
   const pg = (await import('pg')).default;
   // `timestamp without time zone` as its text: the established hub's naive UTC, not this machine's local time
-  const client = new pg.Client({ connectionString: url, types: { getTypeParser: (oid: number, format?: string) => (oid === 1114 ? (v: string) => v : (pg.types.getTypeParser as (o: number, f?: string) => (v: string) => unknown)(oid, format)) } as never });
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000, types: { getTypeParser: (oid: number, format?: string) => (oid === 1114 ? (v: string) => v : (pg.types.getTypeParser as (o: number, f?: string) => (v: string) => unknown)(oid, format)) } as never });
   try {
     await client.connect();
   } catch (e) {

@@ -1,8 +1,6 @@
 // The life of an actor process, written once: config, log, NATS, audit, its gRPC and NATS services,
 // a Ping on both, and an ordered, bounded, idempotent shutdown. Each services/<actor>/main.ts only wires.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './audit.js';
 import { readResolvedConfig, type HubConfig } from './config.js';
 import { useBaseUrl } from './urls.js';
@@ -12,11 +10,12 @@ import { internalTlsFiles } from './internal-ssl.js';
 import { createLogger, type Logger } from './log.js';
 import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
 import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, startHeartbeat, type NatsConnection, type NatsHandler } from './nats.js';
-import { grpcSocketPath, REPO_ROOT, type ActorName } from './paths.js';
+import { grpcSocketPath, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
+import { HUB_COMMIT, HUB_VERSION } from './build-info.js';
 import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
 
-export const HUB_VERSION: string = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version;
+export { HUB_VERSION };
 /**
  * The established hub's release whose API and single-user environment this hub answers as: what version-gated clients
  * compare with (GET /hub/api `version`, the version headers): jupyterhub-singleuser warns on another major version,
@@ -68,6 +67,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   initMetrics(actor, options.grpcInstance?.(config));
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
   const startedAt = Date.now();
+  const startedIso = new Date(startedAt).toISOString();
   process.on('uncaughtException', (err) => {
     log.fatal({ event: 'actor.crash', err }, 'uncaught exception');
     process.exit(1);
@@ -89,7 +89,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
 
   const ping = () => ({
     actor, instance, pid: process.pid, uptime_seconds: (Date.now() - startedAt) / 1000, version: HUB_VERSION,
-    details: parts.details?.() ?? {},
+    details: { ...parts.details?.(), commit: HUB_COMMIT, started: startedIso },
   });
   const socket = grpcSocketPath(config.Hub.data_dir, actor, options.grpcInstance?.(config));
   const handlers = { Ping: ping, ...parts.grpc } as unknown as Handlers<A>;
@@ -97,7 +97,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   // the same rpcs for other nodes (a node without this actor calls it over NATS; any instance answers)
   const rpcOverNats = serveGrpcOverNats(nc, actor, handlers, log);
   // `metrics` is asked of every replica (its own queue group), so the gateway's scrape sees them all
-  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid) }, { metrics: metricsSnapshot }, instance);
+  const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid), commit: HUB_COMMIT, started: startedIso }, { metrics: metricsSnapshot }, instance);
   const heartbeat = startHeartbeat(nc, actor, instance, node);
 
   let stopping: Promise<void> | undefined;

@@ -36,6 +36,7 @@ export const CATALOGUE = {
   HUB_ERR_SHARE_TARGET_FORBIDDEN: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'Cannot share with a name one may not read' },
   HUB_ERR_SETUP_CODE: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'The set-up code is not right' },
   HUB_ERR_XSRF: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'XSRF check failed' },
+  HUB_ERR_TOKEN_REVOKED: { status: 403, grpc: GRPC.PERMISSION_DENIED, message: 'This token is no longer valid' },
   HUB_ERR_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
   HUB_ERR_NO_ACCESS: { status: 404, grpc: GRPC.NOT_FOUND, message: 'Not found' },
   HUB_ERR_USER_NOT_FOUND: { status: 404, grpc: GRPC.NOT_FOUND, message: 'No such user' },

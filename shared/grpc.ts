@@ -132,9 +132,15 @@ function carryCall(into: { set(key: string, value: string): void }, deadline: nu
   if (context.client) into.set(CLIENT_KEY, encodeURIComponent(context.client));
 }
 
-/** gRPC's answer when nothing listens on the callee's socket: the request was never sent. */
-const grpcNotReached = (e: unknown) =>
-  (e as grpc.ServiceError)?.code === grpc.status.UNAVAILABLE && /^No connection established/.test((e as grpc.ServiceError).details ?? '');
+/**
+ * gRPC's answer when nothing listens on the callee's socket (the request was never sent), or, for a repeatable call,
+ * any failure of the transport itself (a connection that dropped, was reset: the callee had just died, perhaps with
+ * the request); never the callee's own 503, which travels as one of our errors (JSON details).
+ */
+const grpcNotReached = (repeatable: boolean) => (e: unknown) => {
+  const { code, details = '' } = (e ?? {}) as grpc.ServiceError;
+  return code === grpc.status.UNAVAILABLE && (repeatable ? !details.startsWith('{') : details.startsWith('No connection established'));
+};
 /** NATS's "no responders": nobody received the request. */
 const natsNotReached = (e: unknown) => (e as { code?: string })?.code === '503';
 
@@ -178,7 +184,7 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
       const once = () => new Promise((resolve, reject) => {
         fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => (e ? reject(e) : resolve(reply)));
       });
-      return untilReached(once, grpcNotReached, options, deadline).then((reply) => {
+      return untilReached(once, grpcNotReached(options.repeatable === true), options, deadline).then((reply) => {
         okTimer.observe(secondsSince(start));
         return reply;
       }, (e: grpc.ServiceError) => {

@@ -143,7 +143,7 @@ export function natsTlsStance(url: string, timeoutMs: number): Promise<'tls' | '
       text += chunk.toString('latin1');
       const end = text.indexOf('\r\n');
       if (end < 0) return text.length > 65_536 ? done({ unreachable: 'not a NATS server' }) : undefined;
-      const m = /^INFO\s+(\{.*\})$/.exec(text.slice(0, end));
+      const m = /^INFO\s+(\{.*\})\s*$/.exec(text.slice(0, end));
       if (!m) return done({ unreachable: 'not a NATS server' });
       try {
         const info = JSON.parse(m[1]) as { tls_required?: boolean; tls_verify?: boolean };

@@ -16,6 +16,9 @@ export interface ProcessesRecord {
   failed?: string[];
   /** seconds from the supervisor's start until the hub first answered its health check (jupyterhub_hub_startup_duration_seconds) */
   startup_seconds?: number;
+  /** the release and commit the supervisor runs (each actor tells its own in its Ping) */
+  version?: string;
+  commit?: string;
 }
 
 export function processesFile(dataDir: string): string {
@@ -31,6 +34,20 @@ export function processStart(pid: number): string {
     return '';
   }
 }
+
+/** When a process started, as a wall-clock time (its start in ticks after the boot time in /proc/stat); null when gone. */
+export function processStartedAt(pid: number): Date | null {
+  const ticks = Number(processStart(pid));
+  if (!ticks) return null;
+  try {
+    const boot = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
+    return boot ? new Date((boot + ticks / CLOCK_TICKS_PER_SECOND) * 1000) : null;
+  } catch {
+    return null;
+  }
+}
+/** USER_HZ: Linux reports process times to user space in hundredths of a second on every architecture it runs on here. */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 export function isAlive(pid: number): boolean {
   try {

@@ -45,6 +45,13 @@ export function frontDoorCertificate(config: HubConfig): CertificateFiles | null
   return null;
 }
 
+/** With HTTPS, the plain listeners the gateway adds (option, address, port): the supervisor checks they are free. */
+export function frontDoorPlainPorts(config: HubConfig): (readonly [string, string, number])[] {
+  if (!frontDoorCertificate(config)) return [];
+  const h = config.Hub;
+  return [['Hub.hub_port', '127.0.0.1', h.hub_port] as const, ...(h.http_redirect_port ? [['Hub.http_redirect_port', h.ip, h.http_redirect_port] as const] : [])];
+}
+
 export interface CertificatePair {
   certPem: string;
   keyPem: string;

@@ -49,7 +49,17 @@ const identityBytes = (i: Identity): number => {
   return n;
 };
 
-export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxBytes: number) {
+/**
+ * What the tokens actor said of a token that names no identity: `revoked` (one of this hub's that left: revoked,
+ * expired, its owner deleted) or `unknown` (never one of this hub's, e.g. a server's own token).
+ */
+export type TokenVerdict = 'revoked' | 'unknown';
+
+/** A verdict entry holds no value worth counting beyond the key and the entry (BoundedCache adds those). */
+const verdictBytes = () => 8;
+
+/** `verdictMaxBytes`: the bound of the verdicts, kept apart so a flood of made-up tokens never evicts identities. */
+export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxBytes: number, verdictMaxBytes = maxBytes / 10) {
   const byOwner = new KeysBy();
   const byToken = new KeysBy();
   const cache = new BoundedCache<Identity>(maxBytes, maxAgeMs, identityBytes, (key, i) => {
@@ -61,20 +71,38 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxB
     byOwner.add(ownerKey(i.owner), key);
     if (i.tokenId) byToken.add(i.tokenId, key);
   };
+  const verdicts = new BoundedCache<TokenVerdict>(verdictMaxBytes, maxAgeMs, verdictBytes);
   /** in-flight resolutions, so a burst of requests with one new token asks once */
-  const inflight = new Map<string, Promise<Identity | null>>();
+  const inflight = new Map<string, Promise<Identity | TokenVerdict>>();
 
-  async function ask(token: string, key: string, requestId?: string): Promise<Identity | null> {
+  async function ask(token: string, key: string, requestId?: string): Promise<Identity | TokenVerdict> {
     const r = await tokens.resolveToken({ token }, requestId ? { request: { requestId } } : undefined);
-    if (!r.found) return null;
+    if (!r.found) {
+      const verdict: TokenVerdict = r.revoked ? 'revoked' : 'unknown';
+      verdicts.set(key, verdict);
+      return verdict;
+    }
     const identity: Identity = { owner: r.owner as Owner, tokenId: r.token_id, sessionId: r.session_id, scopes: new Set(r.scopes) };
     // kept until the token expires, or a share among its scopes does (the tokens actor also announces that)
     remember(key, identity, Math.min(r.expires_at_ms || Infinity, r.scopes_until_ms || Infinity));
     return identity;
   }
 
+  function asked(token: string, key: string, requestId?: string): Promise<Identity | TokenVerdict> {
+    identityMiss.inc();
+    let p = inflight.get(key);
+    if (!p) {
+      p = ask(token, key, requestId).finally(() => inflight.delete(key));
+      inflight.set(key, p);
+    }
+    return p;
+  }
+
   return {
-    /** `requestId`: of the request that asks, passed to the tokens actor on a miss */
+    /**
+     * The API's question (who is asking): an identity, or null. A token without one is asked about again each
+     * time (a token may be registered under a chosen string later); `requestId` goes to the tokens actor on a miss.
+     */
     async resolve(token: string, requestId?: string): Promise<Identity | null> {
       const key = cacheKey(token);
       const hit = cache.get(key);
@@ -82,18 +110,29 @@ export function createIdentityCache(tokens: TokensClient, maxAgeMs: number, maxB
         identityHit.inc();
         return hit;
       }
-      identityMiss.inc();
-      let p = inflight.get(key);
-      if (!p) {
-        p = ask(token, key, requestId).finally(() => inflight.delete(key));
-        inflight.set(key, p);
+      const answer = await asked(token, key, requestId);
+      return typeof answer === 'string' ? null : answer;
+    },
+    /**
+     * The front door's question (services/gateway/proxy/token-gate.ts): what is known of a token, from memory when
+     * anything is (an identity, or a verdict remembered up to Hub.cache_max_age), else asked once.
+     */
+    judge(token: string): Identity | TokenVerdict | Promise<Identity | TokenVerdict> {
+      const key = cacheKey(token);
+      const hit = cache.get(key) ?? verdicts.get(key);
+      if (hit) {
+        identityHit.inc();
+        return hit;
       }
-      return p;
+      return asked(token, key);
     },
     forgetToken: (tokenId: string) => { for (const key of byToken.of(tokenId)) cache.delete(key); },
     forgetOwner: (o: Owner) => { for (const key of byOwner.of(ownerKey(o))) cache.delete(key); },
-    clear: () => cache.clear(),
-    get bytes() { return cache.bytes; },
+    clear: () => {
+      cache.clear();
+      verdicts.clear();
+    },
+    get bytes() { return cache.bytes + verdicts.bytes; },
   };
 }
 

@@ -9,7 +9,7 @@
 // default one; closing a listen socket of a reuseport group can drop a connection still in its accept queue, once
 // per certificate change.)
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFile, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { mkdirSync, readdirSync, readFile, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import uWS from 'uWebSockets.js';
 import type { Logger } from 'pino';
@@ -124,7 +124,18 @@ export async function openFrontDoor(config: HubConfig, log: Logger, replica: str
   }
 
   const scratch = join(runDir(dataDir), `tls-${replica}-${process.pid}`);
-  let current = await loadPair(files);
+  // a copy an earlier process of this gateway left behind (killed between writing and removing it)
+  const leftover = new RegExp(`^tls-${replica}-\\d+\\.(crt|key)$`); // this replica's only (`8000-2`'s files are not `8000`'s)
+  for (const name of readdirSync(runDir(dataDir))) if (leftover.test(name)) rmSync(join(runDir(dataDir), name), { force: true });
+  let current: Loaded | null;
+  try {
+    current = await loadPair(files);
+  } catch (e) {
+    // the operator's files were checked by the supervisor; the ACME client's own are replaced at its next order
+    if (!files.automatic) throw e;
+    log.error({ event: 'tls.reload_failed', problem: (e as Error).message }, `the issued certificate cannot be served: ${(e as Error).message}`);
+    current = null;
+  }
   if (!current) {
     // automatic, not issued yet: a self-signed stand-in until the ACME client writes the first certificate
     const stand = await placeholderCertificate(config.Hub.letsencrypt_domains);

@@ -48,6 +48,13 @@ export function remoteAddressOf(res: uWS.HttpResponse): string {
   return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
 }
 
+const AUTH_HEADER = /^(?:token|bearer)\s+(\S+)$/i;
+
+/** The token of `Authorization: token X` or `Authorization: bearer X`; null for other schemes (Basic, ...). */
+export function tokenOfAuthorization(header: string): string | null {
+  return AUTH_HEADER.exec(header.trim())?.[1] ?? null;
+}
+
 export function snapshot(req: uWS.HttpRequest, res: uWS.HttpResponse): RequestInfo {
   const headers: Record<string, string> = {};
   req.forEach((k, v) => { headers[k] = v; });

@@ -54,6 +54,13 @@ function parseTokenId(id: string): number | null {
 
 const ownerLabel = (o: Owner) => `${o.kind === 'user' ? 'User' : 'Service'} ${o.name}`;
 
+/**
+ * How long a token that left is remembered as this hub's (ResolveToken's `revoked`): servers keep a token's answer
+ * for HUB_CACHE_MAX_AGE (300 s by default), so the gateway must refuse it at least that long; past this, a server
+ * that meets it asks the hub, which refuses it.
+ */
+export const REVOKED_KEPT_MS = 3_600_000;
+
 /** The latest expiry a four-digit-year timestamp holds (the established hub's datetime cannot go further either). */
 const LATEST_EXPIRY_MS = Date.UTC(9999, 11, 31, 23, 59, 59);
 
@@ -156,6 +163,13 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
     return undefined;
   }
 
+  /** A token this hub issued and that left within REVOKED_KEPT_MS (revoked, expired, its owner deleted). */
+  async function wasToken(token: string): Promise<boolean> {
+    const now = Date.now();
+    const hashes = await store.goneByPrefix(tokenPrefix(token), new Date(now - REVOKED_KEPT_MS).toISOString(), new Date(now).toISOString());
+    return hashes.some((hashed) => verifySecret(token, hashed));
+  }
+
   async function mustOwnerExist(owner: Owner): Promise<OwnerInfo> {
     const info = await ownerInfo(owner);
     if (!info) throw errors.notFound(`No such ${owner.kind}: ${owner.name}`, owner.kind === 'user' ? 'HUB_ERR_USER_NOT_FOUND' : 'HUB_ERR_SERVICE_NOT_FOUND');
@@ -184,10 +198,10 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       const none = { found: false };
       if (typeof r.token !== 'string' || r.token.length < 8 || r.token.length > 512) return none;
       const row = await findByToken(r.token);
-      if (!row) return none;
+      if (!row) return (await wasToken(r.token)) ? { found: false, revoked: true } : none;
       const owner: Owner = { kind: row.owner_kind, name: row.owner_name };
       const info = await ownerInfo(owner);
-      if (!info) return none; // its owner is gone
+      if (!info) return { found: false, revoked: true }; // its owner is gone
       const scopes = effectiveTokenScopes(rawScopes(row), { owner, ownerScopes: info.scopes, serverToken: row.source === 'server' });
       return {
         found: true, owner, token_id: tokenId(row), scopes: [...scopes],
@@ -298,8 +312,13 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
     },
 
     /** By id (a reused authorization code) and/or by issuing client (a client removed). */
-    async revokeTokens(r: { ids: string[]; oauth_client: string; by: string; reason: string }) {
+    async revokeTokens(r: { ids: string[]; oauth_client: string; by: string; reason: string; user?: string }) {
       const gone: { id: number; owner_kind: string; owner_name: string }[] = [];
+      if (r.user) {
+        // a deleted user: gone before the answer (the user.deleted event finds nothing left, and announces the owner)
+        for (const id of await store.deleteOwner('user', r.user)) gone.push({ id, owner_kind: 'user', owner_name: r.user });
+        forgetOwner({ kind: 'user', name: r.user });
+      }
       for (const id of r.ids ?? []) {
         const n = parseTokenId(id);
         const row = n === null ? undefined : await store.byId(n);
@@ -307,7 +326,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
       }
       if (r.oauth_client && r.oauth_client !== 'hub') pushAll(gone, await store.deleteByClient(r.oauth_client));
       for (const row of gone) announce('token', 'revoked', { token_id: tokenId(row), kind: row.owner_kind, name: row.owner_name });
-      if (gone.length) void audit.publish('token', 'delete', { who: r.by, what: r.oauth_client || 'tokens', outcome: 'ok', reason: r.reason, tokens: gone.map(tokenId) });
+      if (gone.length) void audit.publish('token', 'delete', { who: r.by, what: r.user ? `user:${r.user}` : r.oauth_client || 'tokens', outcome: 'ok', reason: r.reason, tokens: gone.map(tokenId) });
       return { ids: gone.map(tokenId) };
     },
 
@@ -381,6 +400,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
     async purgeExpired(): Promise<void> {
       const ids = await store.deleteExpired(isoNow());
       for (const id of ids) announce('token', 'revoked', { token_id: `a${id}` });
+      await store.pruneRevoked(new Date(Date.now() - REVOKED_KEPT_MS).toISOString());
     },
   };
 

@@ -50,6 +50,19 @@ const MIGRATIONS = [
    );
    CREATE INDEX share_codes_by_prefix ON share_codes(prefix);
    CREATE INDEX share_codes_by_server ON share_codes(owner, server_name);`,
+  // Tokens that left (revoked, expired, their owner deleted), remembered a while so the gateway can tell a revoked
+  // token of this hub from a token that never was one (a server's own) and refuse it at the front door while
+  // servers may still hold its answer in their caches. Every way a token row goes passes through this trigger.
+  `CREATE TABLE revoked_tokens (
+     prefix TEXT NOT NULL,
+     hashed TEXT NOT NULL,
+     revoked_at TEXT NOT NULL
+   );
+   CREATE INDEX revoked_tokens_by_prefix ON revoked_tokens(prefix);
+   CREATE INDEX revoked_tokens_by_time ON revoked_tokens(revoked_at);
+   CREATE TRIGGER tokens_remember_revoked AFTER DELETE ON tokens BEGIN
+     INSERT INTO revoked_tokens (prefix, hashed, revoked_at) VALUES (old.prefix, old.hashed, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+   END;`,
 ];
 
 export interface ShareRow {
@@ -92,6 +105,19 @@ export class TokenStore {
 
   byPrefix(prefix: string): Promise<TokenRow[]> {
     return this.db.all<TokenRow>('SELECT * FROM tokens WHERE prefix = ?', [prefix]);
+  }
+
+  /** Hashes of tokens with this prefix that left since `since` (ISO), expired rows still here included. */
+  async goneByPrefix(prefix: string, since: string, now: string): Promise<string[]> {
+    const rows = await this.db.all<{ hashed: string }>(
+      `SELECT hashed FROM revoked_tokens WHERE prefix = ? AND revoked_at > ?
+       UNION ALL SELECT hashed FROM tokens WHERE prefix = ? AND expires_at IS NOT NULL AND expires_at <= ?`, [prefix, since, prefix, now]);
+    return rows.map((r) => r.hashed);
+  }
+
+  /** Forgets tokens that left before `before` (ISO). */
+  async pruneRevoked(before: string): Promise<number> {
+    return (await this.db.run('DELETE FROM revoked_tokens WHERE revoked_at <= ?', [before])).changes;
   }
 
   byId(id: number): Promise<TokenRow | undefined> {

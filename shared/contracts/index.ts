@@ -34,6 +34,11 @@ export interface CallOptions {
    * sent again, so nothing is done twice.
    */
   waitForCalleeMs?: number;
+  /**
+   * With waitForCalleeMs: a call whose connection dropped (the callee died, perhaps having received it) is sent again
+   * too. Only for calls a second copy cannot harm (a server's start: the new spawner finds it pending or running).
+   */
+  repeatable?: boolean;
 }
 
 /** What a handler knows about the call it serves. */

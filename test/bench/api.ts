@@ -1,7 +1,8 @@
 // API benchmark: our hub against the established one (Debian's jupyterhub) on the same REST calls, with wrk.
 // Both hubs get 10,000 users, an admin token from their config and a token for one ordinary user; then
 // wrk measures (after a warm-up run) a user lookup, whoami and a page of the user list. For our hub alone it also measures a
-// page's latency at 1,000 and at 100,000 users. BENCH_SECONDS sets each wrk run's duration (default 10).
+// page's latency at 1,000 and at 100,000 users, and the same calls with Hub.internal_ssl (BENCH_API_ONLY=internal-ssl: only
+// that comparison). BENCH_SECONDS sets each wrk run's duration (default 10).
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -143,7 +144,7 @@ function rssMB(pid: number | null | undefined): number | undefined {
 }
 
 const newAdminToken = (): string => randomBytes(16).toString('hex');
-const ourConfig = (admin: string) => ({ Hub: { api_tokens: { [admin]: ADMIN } }, Authenticator: { admin_users: [ADMIN] } });
+const ourConfig = (admin: string, hub: Record<string, unknown> = {}) => ({ Hub: { api_tokens: { [admin]: ADMIN }, ...hub }, Authenticator: { admin_users: [ADMIN] } });
 
 // Anything started is stopped on Ctrl-C too.
 const running = new Set<() => Promise<unknown>>();
@@ -178,6 +179,13 @@ async function benchOurs(): Promise<HubFigures> {
   const admin = newAdminToken();
   return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), (hub) =>
     benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
+}
+
+/** Our hub with Hub.internal_ssl (every NATS connection TLS with client certificates), in the same run as `ours`. */
+async function benchOursInternalSsl(): Promise<HubFigures> {
+  const admin = newAdminToken();
+  return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin, { internal_ssl: true }), healthTimeoutMs: 30_000 }), (hub) =>
+    benchTarget('ours+tls', hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
 }
 
 /** The same hub at an earlier commit (BENCH_BASELINE), with the same configuration, in the same run. */
@@ -230,11 +238,14 @@ export async function api(): Promise<void> {
     });
   }
   log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run`);
+  // BENCH_API_ONLY=internal-ssl: only our hub with and without Hub.internal_ssl (the goal: TLS costs at most 10 %)
+  const onlyInternalSsl = process.env.BENCH_API_ONLY === 'internal-ssl';
   const ours = await attempt('our hub', benchOurs);
-  const baselineRev = process.env.BENCH_BASELINE;
+  const oursTls = await attempt('our hub with Hub.internal_ssl', benchOursInternalSsl);
+  const baselineRev = onlyInternalSsl ? undefined : process.env.BENCH_BASELINE;
   const baseline = baselineRev ? await attempt(`baseline ${baselineRev}`, () => benchBaseline(baselineRev)) : undefined;
-  const theirs = await attempt('jupyterhub', benchTheirs);
-  const sizes = await attempt('our hub at 1,000 and 100,000 users', benchTableSize);
+  const theirs = onlyInternalSsl ? undefined : await attempt('jupyterhub', benchTheirs);
+  const sizes = onlyInternalSsl ? undefined : await attempt('our hub at 1,000 and 100,000 users', benchTableSize);
 
   const cell = (r?: WrkResult): string => (r ? fmt(r) : 'n/a'.padStart(48));
   console.log(`\napi summary (wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s each; ${USERS} users)`);
@@ -251,6 +262,14 @@ export async function api(): Promise<void> {
       console.log(`  ${c.title.padEnd(44)} ${cell(b)}   now/then ${a && b ? `${(a.reqPerSec / b.reqPerSec).toFixed(2)}x req/s, p99 ${(a.p99 / b.p99).toFixed(2)}x` : 'n/a'}`);
     }
   }
+  console.log('  same calls, our hub with Hub.internal_ssl (goal: at least 0.90x the req/s without it)');
+  for (const c of CASES) {
+    const [a, b] = [ours?.results[c.key], oursTls?.results[c.key]];
+    const ratio = a && b ? b.reqPerSec / a.reqPerSec : undefined;
+    console.log(`  ${c.title.padEnd(44)} ${cell(b)}   tls/plain ${ratio === undefined ? 'n/a' : `${ratio.toFixed(2)}x req/s, p99 ${(b!.p99 / a!.p99).toFixed(2)}x`}`);
+    if (ratio !== undefined && ratio < 0.9) problems.push(`internal TLS: ${c.title} at ${ratio.toFixed(2)}x the req/s without it (goal 0.90x)`);
+  }
+  console.log(`  users created with Hub.internal_ssl: ${oursTls ? oursTls.created.toFixed(0) : 'n/a'}/s (without: ${ours ? ours.created.toFixed(0) : 'n/a'}/s)`);
   const mb = (x?: number): string => (x === undefined ? 'n/a' : `${x.toFixed(1)} MB`);
   console.log(`  our gateway RSS: before the runs ${mb(ours?.rssBefore)}, after ${mb(ours?.rssAfter)}`);
   console.log(`  users created: ours ${ours ? ours.created.toFixed(0) : 'n/a'}/s, jupyterhub ${theirs ? theirs.created.toFixed(0) : 'n/a'}/s`);

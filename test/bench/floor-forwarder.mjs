@@ -4,7 +4,8 @@
 // through either way, no X-Forwarded-For, no path normalisation, no routing table, no checks, no
 // bounds, no timeouts. It only handles small responses read whole in one read (a Content-Length body,
 // or one chunk and the last). A reference, not a proxy: what our gateway costs above it is the price of what it does.
-// Usage: node floor-forwarder.mjs <target port>; prints its own port.
+// Usage: node floor-forwarder.mjs <target port> [<cert file> <key file>]; prints its own port. With a certificate it
+// is a bare uWS SSLApp (the floor of HTTPS at the front door), with uWS's TLS defaults.
 import net from 'node:net';
 import { createRequire } from 'node:module';
 
@@ -49,7 +50,8 @@ function answer(conn, data) {
   res.cork(() => res.writeStatus(status).end(body));
 }
 
-uWS.App().any('/*', (res, req) => {
+const [certFile, keyFile] = process.argv.slice(3);
+(certFile ? uWS.SSLApp({ cert_file_name: certFile, key_file_name: keyFile }) : uWS.App()).any('/*', (res, req) => {
   res.onAborted(() => { res.aborted = true; });
   let conn = idle.pop();
   while (conn?.socket.destroyed) conn = idle.pop();

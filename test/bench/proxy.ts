@@ -17,31 +17,32 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { freePort, REPO, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
-import { failures, wrk, type WrkResult } from './wrk.js';
+import { failures, wrk, type WrkOptions, type WrkResult } from './wrk.js';
 import { aptInstall, baselineCheckout, cpuMs, onPath, withChildren } from './tools.js';
+import { proxyTls } from './proxy-tls.js';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+export const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const MEMORY_REQUESTS = Number(process.env.BENCH_PROXY_REQUESTS ?? 1_000_000);
-const WRK = { threads: 2, connections: 32, seconds: SECONDS };
-const WS_CONNECTIONS = 32;
+export const WRK = { threads: 2, connections: 32, seconds: SECONDS };
+export const WS_CONNECTIONS = 32;
 /** Each proxy is warmed up (JIT, pools, buffers) before each measured run, the same for all of them. */
-const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
+export const WARMUP_SECONDS = Math.max(1, Math.round(SECONDS / 4));
 /**
  * Rounds of the 32-connection and WebSocket runs, each round going through every proxy in turn; the median
  * round counts. One pass in a fixed order lets the machine's drift favour whoever comes first.
  */
-const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+export const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 /** Gateway processes of our hub (Supervisor.gateways) and, to compare like with like, nginx's workers. */
 const GATEWAYS = Math.max(1, Number(process.env.BENCH_GATEWAYS ?? 1));
 
 /** The round with the median value of `by` (the middle one of an odd count). */
-function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
+export function medianOf<T>(runs: T[], by: (r: T) => number): T | undefined {
   const sorted = [...runs].sort((a, b) => by(a) - by(b));
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
-const PATH = '/services/bench/hello';
+export const PATH = '/services/bench/hello';
 const log = (line: string): void => console.log(`proxy: ${line}`);
-const problems: string[] = [];
+export const problems: string[] = [];
 
 // ---- tools ----
 
@@ -59,7 +60,7 @@ function rssMb(pid: number | null | undefined): number {
 }
 
 /** A child process that prints its port as its first line. */
-async function startChild(label: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; firstLine: string }> {
+export async function startChild(label: string, cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; firstLine: string }> {
   const proc = spawn(cmd, args, { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d) => { out += d; });
@@ -81,7 +82,7 @@ new WebSocketServer({ server }).on('connection', (ws) => ws.on('message', (d, bi
 server.listen(0, '127.0.0.1', () => console.log(server.address().port));
 `;
 
-async function startBackend(): Promise<{ proc: ChildProcess; port: number }> {
+export async function startBackend(): Promise<{ proc: ChildProcess; port: number }> {
   const wsModule = createRequire(join(REPO, 'package.json')).resolve('ws');
   const { proc, firstLine } = await startChild('backend', process.execPath, ['-e', BACKEND], { WS_MODULE: wsModule });
   return { proc, port: Number(firstLine) };
@@ -108,7 +109,7 @@ async function startChp(backendPort: number): Promise<{ proc: ChildProcess; url:
  * connections to the backend, forwarding headers and WebSocket upgrades like ours; its config, logs, pid and
  * temp files in a temp dir; in the foreground.
  */
-async function startNginx(backendPort: number): Promise<{ proc: ChildProcess; url: string; dir: string }> {
+export async function startNginx(backendPort: number, tls?: { cert: string; key: string; answers: (url: string) => Promise<boolean> }): Promise<{ proc: ChildProcess; url: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-nginx-'));
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   const port = await freePort();
@@ -128,7 +129,11 @@ http {
   upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
   map $http_upgrade $connection_upgrade { default upgrade; '' ''; }
   server {
-    listen 127.0.0.1:${port};
+    listen 127.0.0.1:${port}${tls ? ` ssl;
+    ssl_certificate ${tls.cert};
+    ssl_certificate_key ${tls.key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_tickets off` : ''};
     location / {
       proxy_pass http://backend;
       proxy_http_version 1.1;
@@ -146,45 +151,48 @@ http {
   const proc = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   proc.stderr!.on('data', (d) => { err += d; });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   await waitFor('nginx to answer', async () => {
     if (proc.exitCode !== null) throw new Error(`nginx exited: ${err.slice(0, 500)}`);
-    return (await fetch(url + PATH)).status === 200 ? true : undefined;
+    return (tls ? await tls.answers(url + PATH) : (await fetch(url + PATH)).status === 200) ? true : undefined;
   }, 15_000, 100);
   return { proc, url, dir };
 }
 
 // ---- measurements ----
 
-interface HttpResult extends WrkResult {
+export interface HttpResult extends WrkResult {
   /** CPU the proxy's processes spent per request, in µs (undefined for the backend alone) */
   cpuUs?: number;
 }
 
-/** One GET with the Host a browser would send for `host` (fetch cannot set it), bounded. */
-function getAs(url: string, host: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { headers: { host }, timeout: 10_000 }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** The answer a measured URL must give first (status, body): fetch by default; the HTTPS part passes its own (its CA). */
+export type Check = (url: string, headers?: Record<string, string>) => Promise<{ status: number; body: string }>;
+const fetchCheck: Check = async (url, headers) => {
+  const r = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) }); // a stuck proxy fails its row, not the bench
+  return { status: r.status, body: await r.text() };
+};
 
-async function measureHttp(label: string, base: string, options: typeof WRK & { headers?: Record<string, string> } = WRK, pids?: () => number[]): Promise<HttpResult> {
-  // a stuck proxy fails its row, not the bench
-  const check = options.headers?.Host
-    ? await getAs(base + PATH, options.headers.Host)
-    : await fetch(base + PATH, { signal: AbortSignal.timeout(10_000) }).then(async (r) => ({ status: r.status, text: await r.text() }));
-  if (check.status !== 200 || check.text !== 'hello, world\n') throw new Error(`${label}: ${PATH} answered ${check.status}: ${check.text.slice(0, 200)}`);
-  await wrk(base + PATH, { ...options, seconds: WARMUP_SECONDS });
+/** The check for a route by host: one GET with the Host wrk sends (fetch cannot set it), bounded. */
+const hostCheck: Check = (url, headers = {}) => new Promise((resolve, reject) => {
+  const req = httpRequest(url, { headers: { host: headers.Host }, timeout: 10_000 }, (res) => {
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (d) => { body += d; });
+    res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+  });
+  req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
+  req.on('error', reject);
+  req.end();
+});
+
+export async function measureHttp(label: string, base: string, options: WrkOptions = WRK, pids?: () => number[],
+  { path = PATH, check = fetchCheck, body = 'hello, world\n' }: { path?: string; check?: Check; body?: string | null } = {}): Promise<HttpResult> {
+  const first = await check(base + path, options.headers);
+  if (first.status !== 200 || (body !== null && first.body !== body)) throw new Error(`${label}: ${path} answered ${first.status}: ${first.body.slice(0, 200)}`);
+  await wrk(base + path, { ...options, seconds: WARMUP_SECONDS });
   const cpu0 = pids ? cpuMs(pids()) : 0;
-  const r: HttpResult = await wrk(base + PATH, options);
+  const r: HttpResult = await wrk(base + path, options);
   if (pids && r.requests) r.cpuUs = ((cpuMs(pids()) - cpu0) * 1000) / r.requests;
   if (failures(r) > 0) {
     const line = `${label}: ${r.non2xx} error responses and ${failures(r) - r.non2xx} socket errors out of ${r.requests}: THESE FIGURES ARE MEANINGLESS`;
@@ -195,7 +203,7 @@ async function measureHttp(label: string, base: string, options: typeof WRK & { 
   return r;
 }
 
-const fmt = (r: HttpResult): string =>
+export const fmt = (r: HttpResult): string =>
   `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(3).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms${r.cpuUs === undefined ? '' : `  proxy CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/req`}`;
 
 /** WS_CONNECTIONS clients, each sending a message and waiting for its echo, for SECONDS (after a warm-up); round trips per second. */
@@ -209,9 +217,9 @@ async function measureWs(label: string, url: string, pids?: () => number[]): Pro
   return perSecond;
 }
 
-async function echoes(url: string, seconds: number): Promise<number> {
+export async function echoes(url: string, seconds: number, options: WebSocket.ClientOptions = {}): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
-    const ws = new WebSocket(url, { handshakeTimeout: 10_000 });
+    const ws = new WebSocket(url, { handshakeTimeout: 10_000, ...options });
     ws.once('open', () => resolve(ws));
     ws.once('error', reject);
   })));
@@ -255,7 +263,7 @@ async function measureMemory(hub: HubUnderTest, total: number): Promise<{ before
   return { before, after, settled: rssMb(gateway), requests };
 }
 
-async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
+export async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefined> {
   try {
     return await f();
   } catch (e) {
@@ -267,16 +275,23 @@ async function attempt<T>(what: string, f: () => Promise<T>): Promise<T | undefi
 }
 
 /** Every gateway process of a hub (`gateway`, `gateway-2`, ...). */
-const gatewayPids = (hub: HubUnderTest): number[] =>
+export const gatewayPids = (hub: HubUnderTest): number[] =>
   Object.entries(hub.children()).filter(([id, pid]) => /^gateway(-\d+)?$/.test(id) && pid).flatMap(([, pid]) => withChildren(pid!));
 
 type Who = 'direct' | 'floor' | 'ours' | 'subdomain' | 'nginx' | 'chp' | 'baseline';
 const BASELINE = process.env.BENCH_BASELINE;
 const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', subdomain: 'our gateway, by host', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
-const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
+export const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
   ensureTools();
+  // BENCH_TLS: "only" runs just the HTTPS part (proxy-tls.ts), "0" skips it; by default it follows the plain part
+  if (process.env.BENCH_TLS === 'only') return proxyTls();
+  await proxyPlain();
+  if (process.env.BENCH_TLS !== '0') await proxyTls();
+}
+
+async function proxyPlain(): Promise<void> {
   const backend = await startBackend();
   let hub: HubUnderTest | undefined;
   let then: HubUnderTest | undefined; // this hub at BENCH_BASELINE
@@ -309,7 +324,7 @@ export async function proxy(): Promise<void> {
       config: { ...benchConfig, Hub: { ...benchConfig.Hub, subdomain_host: `http://hub.localhost:${subPort}` } }, healthTimeoutMs: 30_000,
       reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port: subPort, natsPort: await freePort() },
     });
-    await waitFor('the bench route by host', async () => ((await getAs(sub!.url + PATH, serviceHost)).status === 200 ? true : undefined), 10_000);
+    await waitFor('the bench route by host', async () => ((await hostCheck(sub!.url + PATH, { Host: serviceHost })).status === 200 ? true : undefined), 10_000);
     if (BASELINE) {
       then = await startHub({ config: benchConfig, healthTimeoutMs: 30_000, repo: baselineCheckout(BASELINE, log) });
       await waitFor('the bench route of the baseline', async () => ((await fetch(then!.url + PATH)).status === 200 ? true : undefined), 10_000);
@@ -322,6 +337,7 @@ export async function proxy(): Promise<void> {
     /** what wrk sends besides: the service's Host for the subdomain hub */
     // `Host` as wrk spells it: another spelling would be a second Host header beside wrk's own (and the hub's host then)
     const headersOf = (k: Who): { headers?: Record<string, string> } => (k === 'subdomain' ? { headers: { Host: serviceHost } } : {});
+    const checkOf = (k: Who) => (k === 'subdomain' ? { check: hostCheck } : {});
     const pids: Record<Who, (() => number[]) | undefined> = {
       direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), subdomain: () => gatewayPids(sub!), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
       baseline: () => gatewayPids(then!),
@@ -343,10 +359,10 @@ export async function proxy(): Promise<void> {
       for (const k of who) out[k] = medianOf(runs[k] ?? [], by);
       return out;
     };
-    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...WRK, ...headersOf(k) }, pids[k]), (r) => r.reqPerSec);
+    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...WRK, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
-    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...one, ...headersOf(k) }, pids[k]), (r) => r.p50);
+    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...one, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.p50);
     const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r, webSockets);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 

@@ -7,7 +7,7 @@
 // is refused naming it, a running hub is refused, and an import killed after its commit point is finished by the
 // next start.
 import test, { type ExecutionContext } from 'ava';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,11 +21,14 @@ import { startJupyterHub } from '../bench/jupyterhub.js';
 import { hashSecret } from '../../shared/secrets.js';
 import { makeJupyterhubDb, makeJupyterhubSchema } from './jupyterhub-fixture.js';
 import { startPostgres } from '../postgres.js';
+import { Browser, hiddenField } from '../oauth/browser.js';
 
 const VENV_PYTHON = join(REPO, '.cache', 'jupyter-6.1', 'bin', 'python');
 const ADMIN_TOKEN = randomToken();
 const SERVICE_TOKEN = randomToken();
 const JH_CRYPT_KEY = randomBytes(32).toString('hex');
+/** the established hub also takes its key as 44 characters of base64 (the PostgreSQL run uses that form) */
+const JH_CRYPT_KEY_BASE64 = randomBytes(32).toString('base64');
 const OUR_CRYPT_KEY = randomBytes(32).toString('hex');
 
 /**
@@ -113,18 +116,35 @@ function jupyterhubConfig(serverPort: number): string[] {
   ];
 }
 
-/** A person's browser login on the established hub's own form (so its authenticator stores auth state). */
+/** One request with node:http (fetch adds `Sec-Fetch-Mode: cors`, which a browser's page navigation does not send). */
+function plainRequest(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) {
+  return new Promise<{ status: number; cookies: string[]; text: string }>((resolve, reject) => {
+    const req = httpRequest(url, { method: init.method ?? 'GET', headers: init.headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, cookies: (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]), text }));
+    });
+    req.on('error', reject);
+    req.setTimeout(15_000, () => req.destroy(new Error(`${url}: no answer in 15 s`)));
+    req.end(init.body);
+  });
+}
+
+/**
+ * A person's login on the established hub's own form (so its authenticator stores auth state), as a browser does it:
+ * it sets its _xsrf cookie only on a page navigation, and without the cookie it makes a token afresh at the POST.
+ */
 async function loginOnJupyterhub(url: string, name: string): Promise<void> {
-  const page = await fetch(`${url}/hub/login`);
-  const cookies = page.headers.getSetCookie().map((c) => c.split(';')[0]);
-  const html = await page.text();
-  const xsrf = /name="_xsrf" value="([^"]+)"/.exec(html)?.[1] ?? /xsrf_token: "([^"]+)"/.exec(html)?.[1] ?? '';
-  const r = await fetch(`${url}/hub/login`, {
-    method: 'POST', redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookies.join('; ') },
+  const page = await plainRequest(`${url}/hub/login`);
+  const xsrf = /name="_xsrf" value="([^"]+)"/.exec(page.text)?.[1];
+  if (!xsrf || !page.cookies.some((c) => c.startsWith('_xsrf='))) throw new Error(`the established hub's login page: ${page.status}, no _xsrf form field or cookie`);
+  const r = await plainRequest(`${url}/hub/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: page.cookies.join('; ') },
     body: new URLSearchParams({ username: name, password: 'anything', _xsrf: xsrf }).toString(),
   });
-  if (r.status !== 302) throw new Error(`login as ${name} on the established hub: ${r.status} ${(await r.text()).match(/<h1>([^<]*)/)?.[1]}`);
+  if (r.status !== 302) throw new Error(`login as ${name} on the established hub: ${r.status} ${r.text.match(/<h1>([^<]*)/)?.[1]}`);
 }
 
 async function must(call: ApiCall, method: string, path: string, opts: Parameters<ApiCall>[2], ...ok: number[]) {
@@ -187,16 +207,17 @@ test.before(async () => {
 test.after.always(() => listener?.close());
 
 /** The established hub on `dbUrl` (its own SQLite file when none), populated, stopped, imported from `importDb`, compared. */
-async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: string; importDb?: string } = {}) {
+async function sameAnswers(t: ExecutionContext, { dbUrl, importDb, cryptKey }: { dbUrl?: string; importDb?: string; cryptKey: string }) {
   const jh = await startJupyterHub({
     python: VENV_PYTHON, apiTokens: { [ADMIN_TOKEN]: 'admin' }, adminUsers: ['admin'], extraConfig: jupyterhubConfig(serverPort),
-    env: { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY }, dbUrl,
+    env: { JUPYTERHUB_CRYPT_KEY: cryptKey }, dbUrl,
   });
   let before: { status: number; body: unknown }[];
   let questions: Question[];
+  let code: string;
   try {
     const call = apiClient(jh.url);
-    ({ questions } = await populate(call, jh.url));
+    ({ questions, code } = await populate(call, jh.url));
     // once to settle: asking moves activity (each token's and user's), which the second round then reads as it stays
     await answers(call, questions);
     before = await answers(call, questions);
@@ -206,8 +227,12 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: s
   const dbFile = importDb ?? join(jh.dir, 'jupyterhub.sqlite');
   const dataDir = mkdtempSync(join(tmpdir(), 'hub-import-'));
   try {
-    const env = { JUPYTERHUB_CRYPT_KEY: JH_CRYPT_KEY, HUB_CRYPT_KEY: OUR_CRYPT_KEY };
+    // without the established hub's key its auth state stays behind, and the command says so
+    const noKey = await runHubCommand(['import', 'jupyterhub', '--db', dbFile, `--Hub.data_dir=${dataDir}`, '--dry-run'], { env: { JUPYTERHUB_CRYPT_KEY: '', HUB_CRYPT_KEY: OUR_CRYPT_KEY } });
+    t.regex(noKey.stdout, /^note: auth state of 1 user not brought over: JUPYTERHUB_CRYPT_KEY is not set/m);
+    const env = { JUPYTERHUB_CRYPT_KEY: cryptKey, HUB_CRYPT_KEY: OUR_CRYPT_KEY };
     const r = await runHubCommand(['import', 'jupyterhub', '--db', dbFile, `--Hub.data_dir=${dataDir}`], { env });
+    t.notRegex(r.stdout, /auth state .* not brought over/);
     t.is(r.code, 0, r.stderr + r.stdout);
     t.log(r.stdout);
     process.env.HUB_CRYPT_KEY = OUR_CRYPT_KEY;
@@ -226,6 +251,17 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: s
       t.is(of('admin', '/users/carol').auth_state.access_token, 'at-carol');
       t.deepEqual(of('alice', '/users/alice/servers/lab').user_options, { image: 'python', size: 2 });
       t.is(of('reporter (service)', '/user').kind, 'service');
+      // the share code alice handed out on the established hub is accepted here (its stored hash matched)
+      const bob = new Browser(hub.url);
+      t.is((await bob.login('bob', 'anything')).status, 302);
+      const page = await bob.get(`/hub/accept-share?code=${encodeURIComponent(code)}`);
+      t.is(page.status, 200, page.body.slice(0, 300));
+      const accepted = await bob.post('/hub/accept-share', { _xsrf: hiddenField(page.body, '_xsrf'), code: hiddenField(page.body, 'code') });
+      t.is(accepted.status, 302);
+      const shared = await apiClient(hub.url)('GET', '/users/bob/shared', { token: ADMIN_TOKEN });
+      const toBob = shared.body.items.filter((s: { kind: string }) => s.kind === 'user');
+      t.deepEqual(toBob.map((s: { server: { user: { name: string }; name: string }; scopes: string[] }) => [s.server.user.name, s.server.name, s.scopes]),
+        [['alice', 'notes', ['access:servers!server=alice/notes']]]);
     } finally {
       await hub.stop({ keepDataDir: true });
     }
@@ -235,18 +271,28 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb }: { dbUrl?: s
   }
 }
 
-test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', (t) => sameAnswers(t));
+test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (SQLite)', (t) => sameAnswers(t, { cryptKey: JH_CRYPT_KEY }));
 
 test.serial('import: the same token strings get the same answers from this hub as from the established hub 6.1.1 (PostgreSQL)', async (t) => {
   const pg = await startPostgres();
   try {
     await pg.createDatabase('jupyterhub');
     // the established hub names its driver (psycopg2); the import takes either spelling
-    await sameAnswers(t, { dbUrl: pg.url('jupyterhub').replace('postgresql://', 'postgresql+psycopg2://'), importDb: pg.url('jupyterhub') });
+    await sameAnswers(t, { dbUrl: pg.url('jupyterhub').replace('postgresql://', 'postgresql+psycopg2://'), importDb: pg.url('jupyterhub'), cryptKey: JH_CRYPT_KEY_BASE64 });
   } finally {
     await pg.stop();
   }
 });
+
+/** `work` in a temp dir of its own, removed after. */
+async function inTempDir(work: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
+  try {
+    await work(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** `hub import jupyterhub` on `db` into `dataDir`, to its end. */
 const importInto = (db: string, dataDir: string, ...more: string[]) =>
@@ -266,8 +312,7 @@ const withSqlite = async (path: string, sql: string) => {
 };
 
 test.serial('import: --dry-run changes nothing; a second run updates what changed and duplicates nothing', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     const fixture = await makeJupyterhubDb(db, { users: 50, tokensPerUser: 2 });
     const dataDir = join(dir, 'hub');
@@ -314,14 +359,11 @@ test.serial('import: --dry-run changes nothing; a second run updates what change
     } finally {
       await hub.stop({ keepDataDir: true });
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: an unknown schema revision is refused naming it; a database that is not the established hub\'s too', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     makeJupyterhubSchema(`sqlite:///${db}`);
     await withSqlite(db, "UPDATE alembic_version SET version_num = 'deadbeef0042'");
@@ -337,14 +379,11 @@ test.serial('import: an unknown schema revision is refused naming it; a database
     const missing = await importInto(join(dir, 'nowhere.sqlite'), join(dir, 'hub'));
     t.is(missing.code, 1);
     t.regex(missing.stderr, /no such file/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: refused while a hub runs on the data dir (stop it first)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     await makeJupyterhubDb(db, { users: 3, tokensPerUser: 1 });
     const hub = await startHub();
@@ -356,14 +395,11 @@ test.serial('import: refused while a hub runs on the data dir (stop it first)', 
     } finally {
       await hub.stop();
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.serial('import: killed at any point, it leaves all of the import or none of it (users and tokens together)', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-import-'));
-  try {
+  await inTempDir(async (dir) => {
     const db = join(dir, 'jupyterhub.sqlite');
     await makeJupyterhubDb(db, { users: 5000, tokensPerUser: 2 });
     // how long a whole import takes here, to spread the kills over it
@@ -389,7 +425,5 @@ test.serial('import: killed at any point, it leaves all of the import or none of
       t.false(existsSync(join(dataDir, 'imported', 'staging')), 'no copies left behind');
     }
     t.log(`killed at 30 … 97 % of ${took} ms: ${outcomes.join(', ')}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });

@@ -3,10 +3,34 @@
 import test from 'ava';
 import { fileURLToPath } from 'node:url';
 import { apiClient, randomToken } from '../api/client.js';
-import { isAlive, startHub, waitFor } from '../harness.js';
+import { join } from 'node:path';
+import { isAlive, NATS_TOKEN, REPO, runHubCommand, startHub, waitFor } from '../harness.js';
+import { execFileSync } from 'node:child_process';
+import { HUB_VERSION } from '../../shared/build-info.js';
 
 const TARGET = fileURLToPath(new URL('../bench/spawn-target.mjs', import.meta.url));
 const ADMIN = randomToken();
+
+/** `hub status`'s row of one process: its pid, start time and code (release and commit). */
+async function statusRow(dataDir: string, process: string): Promise<{ pid: number; started: string; code: string }> {
+  const r = await runHubCommand(['status', '--config', join(dataDir, 'hub.json')], { env: { HUB_NATS_TOKEN: NATS_TOKEN } });
+  if (r.code !== 0) throw new Error(`hub status: ${r.code} ${r.stdout}${r.stderr}`);
+  const line = r.stdout.split('\n').find((l) => l.startsWith(`${process} `));
+  const m = line && /^\S+\s+(\d+)\s+[\d.]+ MB\s+[\d.]+ MB\s+(\S+)\s+(.+)$/.exec(line);
+  if (!m) throw new Error(`hub status has no row for ${process}:\n${r.stdout}`);
+  return { pid: Number(m[1]), started: m[2], code: m[3].trim() };
+}
+
+/** "<release> (<commit>)" naming this package's release and a commit of this repository (HEAD moves while tests run). */
+function isCheckoutCode(code: string): boolean {
+  const m = /^(\S+) \(([0-9a-f]{12})\)$/.exec(code);
+  if (!m || m[1] !== HUB_VERSION) return false;
+  try {
+    return execFileSync('git', ['cat-file', '-t', m[2]], { cwd: REPO }).toString().trim() === 'commit';
+  } catch {
+    return false;
+  }
+}
 
 const hubConfig = (more: Record<string, Record<string, unknown>> = {}) => ({
   ...more,
@@ -37,6 +61,12 @@ test.serial('front door: a start sent while the spawner restarts waits for the n
     const api = apiClient(hub.url);
     t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['late'] } })).status, 201);
     const old = hub.children().spawner!;
+    // hub status: every process with its start time and the code it runs
+    const before = await statusRow(hub.dataDir, 'spawner');
+    t.is(before.pid, old);
+    t.true(isCheckoutCode(before.code), before.code);
+    t.true(Date.parse(before.started) <= Date.now());
+    t.true(isCheckoutCode((await statusRow(hub.dataDir, 'supervisor')).code));
     process.kill(old, 'SIGKILL');
     await waitFor('the spawner to be gone', async () => (isAlive(old) ? undefined : true), 5000, 10);
     const start = await api('POST', '/users/late/server', { token: ADMIN });
@@ -49,6 +79,10 @@ test.serial('front door: a start sent while the spawner restarts waits for the n
       return r.body?.servers?.['']?.ready ? true : undefined;
     }, 15_000);
     t.true(ready);
+    const after = await statusRow(hub.dataDir, 'spawner');
+    t.is(after.pid, fresh);
+    t.true(Date.parse(after.started) > Date.parse(before.started), `${after.started} after ${before.started}`);
+    t.true(isCheckoutCode(after.code), after.code);
   } finally {
     await hub.stop();
   }

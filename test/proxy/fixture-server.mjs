@@ -1,9 +1,16 @@
-// A single-user server stand-in for proxy tests: says who it is, streams slowly on <prefix>slow,
+// A single-user server stand-in for proxy tests: says who it is, streams slowly on <prefix>slow, lists
+// every request it was sent on /__seen (asked of it directly, not through the hub: what reached it),
 // and on SIGINT/SIGTERM stops taking connections but finishes the responses in flight.
 import { createServer } from 'node:http';
 
 const url = new URL(process.env.HUB_SERVICE_URL);
+const seen = [];
 const server = createServer((req, res) => {
+  if (req.url === '/__seen') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    return res.end(JSON.stringify(seen));
+  }
+  seen.push({ url: req.url, authorization: req.headers.authorization ?? '', cookie: req.headers.cookie ?? '' });
   if (req.url.endsWith('/slow')) {
     res.writeHead(200, { 'content-type': 'text/plain' });
     let n = 0;

@@ -5,6 +5,7 @@
 import test from 'ava';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +47,8 @@ test.before(async () => {
       },
       DummyAuthenticator: { password: PW },
       Authenticator: { admin_users: ['boss'] },
+      // two gateways on the port (SO_REUSEPORT): each must pick up a replaced certificate
+      Supervisor: { gateways: 2 },
     },
   });
   await waitFor('the echo route', async () => ((await httpsRequest(`${hub.url}/services/echo/`, ca.pem)).status === 200 ? true : undefined));
@@ -173,9 +176,11 @@ test.serial('https: a replaced certificate is served to new connections without 
   // key first, then the certificate, each replaced whole
   replaceFile(files.key, second.keyPem);
   replaceFile(files.cert, second.certPem);
-  const served = await waitFor('the new certificate', async () => {
-    const cert = await servedCertificate(hub.port, ca.pem);
-    return cert.subject.CN === 'second' ? cert : undefined;
+  // every gateway: 16 new connections in a row (the kernel spreads them over both) all get the new one
+  const served = await waitFor('the new certificate from every gateway', async () => {
+    const certs = [];
+    for (let i = 0; i < 16; i++) certs.push(await servedCertificate(hub.port, ca.pem));
+    return certs.every((c) => c.subject.CN === 'second') ? certs[0] : undefined;
   }, 15_000, 100);
   t.is(served.issuer.CN, 'Hub Test CA');
   // the connection opened before the change is still served (same socket: the agent keeps one)
@@ -185,7 +190,7 @@ test.serial('https: a replaced certificate is served to new connections without 
   t.is(await echo.roundTrip('after'), 'after');
   echo.ws.close();
   agent.destroy();
-  t.regex(hub.logs(), /tls\.certificate_loaded/);
+  t.is(hub.logs().match(/tls\.certificate_loaded/g)?.length, 2); // once per gateway
 
   // a key that does not match: the last good certificate stays, and the log says why (naming the file)
   replaceFile(files.key, first.keyPem);
@@ -222,5 +227,22 @@ test('https: a missing file, a key that is not the certificate\'s, or a half-giv
   const redirectAlone = await start({ http_redirect_port: 8080 });
   t.is(redirectAlone.code, 2);
   t.regex(redirectAlone.stderr, /Hub\.http_redirect_port: only with HTTPS/);
+  const acmeHalf = await start({ letsencrypt_domains: ['hub.example.org'] });
+  t.is(acmeHalf.code, 2);
+  t.regex(acmeHalf.stderr, /Hub\.letsencrypt_email: needed with Hub\.letsencrypt_domains/);
+  t.regex(acmeHalf.stderr, /Hub\.http_redirect_port: needed with Hub\.letsencrypt_domains/);
+  const wildcard = await start({ letsencrypt_email: 'a@example.org', letsencrypt_domains: ['*.example.org'], http_redirect_port: 8080 });
+  t.is(wildcard.code, 2);
+  t.regex(wildcard.stderr, /Hub\.letsencrypt_domains: "\*\.example\.org" is not a DNS name/);
+  const both = await start({ ssl_cert: first.cert, ssl_key: first.key, letsencrypt_email: 'a@example.org', letsencrypt_domains: ['hub.example.org'], http_redirect_port: 8080 });
+  t.is(both.code, 2);
+  t.regex(both.stderr, /Hub\.letsencrypt_domains: not with Hub\.ssl_cert/);
+  // a plain port HTTPS adds that something else holds is named before anything starts
+  const holder = net.createServer();
+  const held = await new Promise<number>((resolve) => holder.listen(0, '127.0.0.1', () => resolve((holder.address() as net.AddressInfo).port)));
+  t.teardown(() => holder.close());
+  const taken = await start({ ssl_cert: first.cert, ssl_key: first.key, hub_port: held });
+  t.is(taken.code, 2);
+  t.is(problem(taken), `Hub.hub_port: 127.0.0.1:${held} cannot be listened on (in use by another process, perhaps another hub)`);
   t.notRegex(mismatch.stderr + missing.stderr, /PRIVATE KEY/);
 });

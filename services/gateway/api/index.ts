@@ -2,7 +2,7 @@
 import { errors } from '../../../shared/errors.js';
 import { parseJson } from '../../../shared/json.js';
 import type { Identity } from '../caches.js';
-import { requestContext, type Reply, type RequestInfo } from '../http.js';
+import { requestContext, tokenOfAuthorization, type Reply, type RequestInfo } from '../http.js';
 import type { ApiDeps } from './deps.js';
 import { groupRoutes } from './groups.js';
 import { serverRoutes } from './servers.js';
@@ -15,13 +15,12 @@ import { apiSegments, authorize, compileRoutes, findRoute, type Route } from './
 import { tokenRoutes } from './tokens.js';
 import { userRoutes } from './users.js';
 
-const AUTH_HEADER = /^(?:token|bearer)\s+(\S+)$/i;
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** `Authorization: token X`, `Authorization: bearer X`, or `?token=X` (unless Hub.allow_token_in_url is false). */
 export function requestToken(info: RequestInfo, query: URLSearchParams, inUrl = true): string | null {
   const header = info.headers.authorization;
-  if (header !== undefined) return AUTH_HEADER.exec(header.trim())?.[1] ?? null;
+  if (header !== undefined) return tokenOfAuthorization(header);
   return inUrl ? query.get('token') : null;
 }
 

@@ -69,7 +69,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
     const fromLogin = await prepareSpawn(deps, user, req.identity?.owner.name === user ? req.identity.sessionId : undefined, req.who, req.call);
     // the user's groups go with the start: Spawner.group_overrides (the spawner does not ask again)
     const r = await spawner.startServer({ user, name: server, ...startBody(req), by: req.who, auth_environment: fromLogin, groups: model.groups },
-      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call), waitForCalleeMs: restartWaitMs(config) });
+      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, req.call), waitForCalleeMs: restartWaitMs(config), repeatable: true });
     req.reply.send(r.status === 'ready' ? 201 : 202, '', { 'Content-Type': 'text/plain' });
   }
 

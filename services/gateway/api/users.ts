@@ -14,7 +14,7 @@ import { parseSort } from '../../../shared/lists.js';
 import { collectAfterBurst } from '../../../shared/idle-gc.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
-  const { config, auth, users, book, identities, servers, spawner, nc, subdomains } = deps;
+  const { config, auth, tokens, users, book, identities, servers, spawner, nc, subdomains } = deps;
   /** `?include_stopped_servers` (present = yes, as the established hub reads it) shows stopped servers too. */
   const model = (held: ReadonlySet<string>, u: UserRecord, req?: ApiRequest) =>
     userModel(held, u, book, servers.of(u.name), { includeStopped: req?.query.has('include_stopped_servers') && !/^(0|false)$/i.test(req.query.get('include_stopped_servers') ?? ''), subdomains });
@@ -143,6 +143,9 @@ export function userRoutes(deps: ApiDeps): Route[] {
           throw e;
         }
         await auth.deleteUser({ name: req.params.name, by: req.who }, req.call);
+        // their tokens go before the answer (not only when user.deleted reaches the tokens actor): the next request
+        // carrying one is refused, at the API and at the front door (services/gateway/proxy/token-gate.ts)
+        await tokens.revokeTokens({ ids: [], oauth_client: '', user: req.params.name, by: req.who, reason: 'user deleted' }, req.call);
         users.forget(req.params.name);
         identities.forgetOwner({ kind: 'user', name: req.params.name });
         req.reply.send(204, '');

@@ -4,18 +4,21 @@
 // pauses the faster one, so neither body is ever held whole) and every wait bounded.
 import { bytesToClient, bytesToTarget } from '../metrics.js';
 import type uWS from 'uWebSockets.js';
-import { errors, httpBody, statusLine, type HubError } from '../../../shared/errors.js';
+import { asHubError, errors, httpBody, statusLine, type HubError } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
 import { errorPage, remoteAddressOf } from '../http.js';
 import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from './headers.js';
 import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
 import type { RouteEntry } from './table.js';
+import { proxiedToken, type GateAnswer } from './token-gate.js';
 import type { Upstream, UpstreamPool, UpstreamUser } from './upstream.js';
 
 export interface ForwardOptions {
   log: Logger;
   /** the target could not be reached (refused, reset, timed out): the proxy-router is told */
   onUnreachable(entry: RouteEntry): void;
+  /** judges a hub token the request carries (token-gate.ts): null forwards, an error is answered instead */
+  gate(token: string, entry: RouteEntry): GateAnswer | Promise<GateAnswer>;
 }
 
 /** Methods a request may be sent again for, when a reused connection turned out closed before any answer. */
@@ -39,7 +42,14 @@ export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: 
   const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
-  new Exchange(res, entry, method, browser, pool, opts, `${method} ${target} HTTP/1.1\r\n${head.lines}\r\n`, head.hasBody, head.chunked).start();
+  const token = proxiedToken(head.authorization, query);
+  const verdict = token ? opts.gate(token, entry) : null;
+  if (verdict && !(verdict instanceof Promise)) return answerError(res, verdict, browser);
+  const exchange = new Exchange(res, entry, method, browser, pool, opts, `${method} ${target} HTTP/1.1\r\n${head.lines}\r\n`, head.hasBody, head.chunked);
+  if (!verdict) return exchange.start();
+  // a token memory knows nothing of: the body (if any) waits, paused, for the tokens actor's answer
+  exchange.listen();
+  verdict.then((refused) => (refused ? exchange.refuse(refused) : exchange.connect()), (e) => exchange.refuse(asHubError(e)));
 }
 
 class Exchange implements UpstreamUser, ResponseSink {
@@ -88,9 +98,24 @@ class Exchange implements UpstreamUser, ResponseSink {
   }
 
   start(): void {
+    this.listen();
+    this.connect();
+  }
+
+  /** Takes the client's body from now on (uWS wants this before its handler returns); kept until a connection. */
+  listen(): void {
     if (this.withBody) this.res.onData((chunk, isLast) => this.clientData(chunk, isLast));
+  }
+
+  connect(): void {
+    if (this.aborted || this.finished) return;
     this.reader.start(this.method);
     this.pool.acquire(this.entry, this);
+  }
+
+  /** Answered by the gateway instead (a token refused at the door): nothing reaches the target. */
+  refuse(err: HubError): void {
+    this.answerError(err);
   }
 
   // ---- the request ----

@@ -41,6 +41,8 @@ export interface ForwardRequestHead {
   invalid: string | null;
   /** the client's Accept header ('' when none): browsers get error pages, API clients JSON */
   accept: string;
+  /** the client's Authorization header ('' when none): a hub token in it is judged before forwarding (token-gate.ts) */
+  authorization: string;
 }
 
 /** Request headers that do not go to the target as the client sent them, for HTTP and for WebSocket upgrades. */
@@ -68,6 +70,7 @@ export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, 
   let length = '';
   let host = '';
   let accept = '';
+  let authorization = '';
   let xff = '';
   let xfp = '';
   let xfh = '';
@@ -82,6 +85,7 @@ export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, 
       case 'x-forwarded-host': xfh = appended(xfh, v, ','); return;
       case 'host': host = v; break;
       case 'accept': accept = v; break;
+      case 'authorization': authorization = v; break;
     }
     if (!drop.has(k)) lines += `${k}: ${v}\r\n`;
   });
@@ -105,7 +109,7 @@ export function forwardRequestHead(req: uWS.HttpRequest, remoteAddress: string, 
   lines += `x-forwarded-for: ${appended(xff, remoteAddress, ', ')}\r\nx-forwarded-proto: ${appended(xfp, forwardedProto, ',')}\r\n`;
   if (host) lines += `x-forwarded-host: ${appended(xfh, host, ',')}\r\n`;
   else lines += `host: ${targetHost}\r\n`; // HTTP/1.1 needs one; an HTTP/1.0 client may have sent none
-  return { lines, hasBody: chunked || (length !== '' && length !== '0'), chunked, invalid, accept };
+  return { lines, hasBody: chunked || (length !== '' && length !== '0'), chunked, invalid, accept, authorization };
 }
 
 /** Response headers the client does not get: hop-by-hop ones, and those uWS writes itself. */

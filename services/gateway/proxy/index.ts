@@ -18,6 +18,7 @@ import { answerError, forwardHttp, type ForwardOptions } from './forward.js';
 import { forwardPath, normalizePath, type NormalPath } from './path.js';
 import { hostnameOf, type Subdomains } from '../../../shared/subdomains.js';
 import type { HostRoutes, RouteEntry, RouteTable } from './table.js';
+import type { TokenGate } from './token-gate.js';
 import { UpstreamPool } from './upstream.js';
 import { webSocketBehavior, type Bridge } from './websocket.js';
 
@@ -33,6 +34,8 @@ export interface ProxyDeps {
   idleTimeoutMs: number;
   /** idle pooled connections to targets close after this */
   keepAliveTimeoutMs: number;
+  /** revocation at the front door: a hub token a request carries is judged before forwarding (token-gate.ts) */
+  gate: TokenGate['check'];
   /** Hub.subdomain_host's hosts, or null (every route on every host, as without) */
   subdomains?: Subdomains | null;
 }
@@ -59,7 +62,7 @@ export function createProxy(deps: ProxyDeps) {
     deps.nc.publish(subjects.event('route', 'unreachable'), encodeJson({ routespec: entry.route.routespec, target: entry.route.target }));
   }
 
-  const forwardOptions: ForwardOptions = { log, onUnreachable };
+  const forwardOptions: ForwardOptions = { log, onUnreachable, gate: deps.gate };
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {
@@ -186,6 +189,7 @@ export function createProxy(deps: ProxyDeps) {
       },
       touch: (entry) => activity.touch(entry),
       onUnreachable,
+      gate: deps.gate,
     }) satisfies uWS.WebSocketBehavior<Bridge>,
 
     close(): void {

@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import uWS from 'uWebSockets.js';
-import { errors } from '../../../shared/errors.js';
+import { asHubError, errors, type HubError } from '../../../shared/errors.js';
 import type { Logger } from '../../../shared/log.js';
 import { remoteAddressOf } from '../http.js';
 import { answerError } from './forward.js';
@@ -13,6 +13,7 @@ import { BAD_TARGET, clientResponseHead, forwardRequestHead, headerValue } from 
 import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js';
 import { openSocket } from './upstream.js';
 import type { RouteEntry } from './table.js';
+import { proxiedToken, type GateAnswer } from './token-gate.js';
 import { bytesToClient, bytesToTarget, webSockets } from '../metrics.js';
 import { closePayload, encodeFrame, FrameReader, OP } from './ws-frames.js';
 
@@ -47,6 +48,8 @@ export interface WebSocketOptions {
   routeFor(req: uWS.HttpRequest): { entry: RouteEntry; path: string } | null;
   touch(entry: RouteEntry): void;
   onUnreachable(entry: RouteEntry): void;
+  /** judges a hub token the upgrade carries (token-gate.ts): null forwards, an error is answered instead */
+  gate(token: string, entry: RouteEntry): GateAnswer | Promise<GateAnswer>;
 }
 
 export function webSocketBehavior(opts: WebSocketOptions): uWS.WebSocketBehavior<Bridge> {
@@ -87,9 +90,14 @@ function upgrade(res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_so
   const browser = head.accept.includes('text/html');
   const refusal = head.invalid ?? (BAD_TARGET.test(target) ? 'the request target holds characters that cannot be forwarded' : null);
   if (refusal) return void answerError(res, errors.badRequest(`Request not forwardable: ${refusal}`), browser);
+  const token = proxiedToken(head.authorization, query);
+  const verdict = token ? opts.gate(token, entry) : null;
+  if (verdict && !(verdict instanceof Promise)) return void answerError(res, verdict, browser);
   const key = randomBytes(16).toString('base64');
   const requestHead = `GET ${target} HTTP/1.1\r\n${head.lines}connection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`;
-  new Handshake(res, context, entry, clientKey, key, browser, opts).start(requestHead);
+  const handshake = new Handshake(res, context, entry, clientKey, key, browser, opts);
+  if (!verdict) return handshake.start(requestHead);
+  verdict.then((refused) => (refused ? handshake.refuse(refused) : handshake.start(requestHead)), (e) => handshake.refuse(asHubError(e)));
 }
 
 /**
@@ -131,11 +139,17 @@ class Handshake implements ResponseSink {
   }
 
   start(requestHead: string): void {
+    if (this.settled) return; // the client left while its token was being judged
     const socket = (this.socket = openSocket(this.entry, (d) => this.input.data(d)));
     for (const [event, f] of Object.entries(this.listeners)) socket.on(event, f);
     this.timer = setTimeout(() => this.unreachable('HUB_HANDSHAKE_TIMEOUT'), this.opts.connectTimeoutMs);
     this.reader.start('GET');
     socket.write(requestHead);
+  }
+
+  /** Answered by the gateway instead (a token refused at the door): the target is never asked. */
+  refuse(err: HubError): void {
+    if (this.settle()) answerError(this.res, err, this.browser);
   }
 
   /** True once: the one outcome that answers the client. */

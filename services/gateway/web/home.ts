@@ -168,7 +168,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
     if (!resource || !hasScope(id.scopes, 'start:servers', resource)) throw errors.notFound(`No such user: ${user}`);
     const fromLogin = await prepareSpawn(deps, resource.user, id.owner.name === resource.user ? id.sessionId : undefined, `user:${id.owner.name}`, callOf(info));
     const call = spawner.startServer({ user: resource.user, name, user_options_json: options, by: `user:${id.owner.name}`, auth_environment: fromLogin, groups: resource.groups },
-      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)), waitForCalleeMs: restartWaitMs(config) });
+      { ...within((config.Spawner.slow_spawn_timeout + config.Hub.rpc_timeout) * 1000, callOf(info)), waitForCalleeMs: restartWaitMs(config), repeatable: true });
     call.catch(() => undefined); // a failure after the pending page is shown reaches it through the record
     await new Promise<void>((resolve, reject) => {
       let over = false;

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type Dockerode from 'dockerode';
-import { hubInternalUrl, type HubConfig } from '../../../shared/config.js';
+import { hubInternalUrl, hubPublicUrl, usesTls, type HubConfig } from '../../../shared/config.js';
 import { connectionOf, containerName, engineHost, expandTemplate, VALID_NAME } from '../../../shared/containers.js';
 import { freePort } from '../../../shared/ports.js';
 import { isActive, type ServerRecord } from '../../../shared/servers.js';
@@ -41,9 +41,10 @@ export function preflight(ctx: BackendContext): Preflight {
   else if ('socketPath' in c && !existsSync(c.socketPath)) {
     problems.push(`DockerSpawner.host ${host}: no such socket; start the Docker or Podman service (podman system service unix://...) or point DockerSpawner.host at it`);
   }
-  const loopback = /^(127\.|localhost$|::1$|\[::1\]$)/.test(new URL(hubInternalUrl(ctx.config)).hostname);
+  const containersReach = usesTls(ctx.config) ? hubPublicUrl(ctx.config) : hubInternalUrl(ctx.config); // see start()
+  const loopback = /^(127\.|localhost$|::1$|\[::1\]$)/.test(new URL(containersReach).hostname);
   if (o.network_name !== 'host' && !o.hub_connect_url && loopback) {
-    warnings.push(`DockerSpawner.network_name is "${o.network_name}" but the hub listens on ${hubInternalUrl(ctx.config)}, which a container on that network cannot reach: servers will not reach the hub's API (set DockerSpawner.hub_connect_url to an address of the hub the containers can reach, or use network_name "host")`);
+    warnings.push(`DockerSpawner.network_name is "${o.network_name}" but the hub listens on ${containersReach}, which a container on that network cannot reach: servers will not reach the hub's API (set DockerSpawner.hub_connect_url to an address of the hub the containers can reach, or use network_name "host")`);
   }
   return { problems, warnings };
 }
@@ -228,8 +229,11 @@ export function createDockerBackend(ctx: BackendContext): SpawnerBackend {
     const internal = hubInternalUrl(ctx.config);
     // the hub's own PATH and HOME mean nothing in an image (and would hide the image's): only configured ones go in
     const inherited = (k: string, v: string) => (k === 'PATH' || k === 'HOME') && v === process.env[k];
+    // off the host's network a container is another machine: the operator's address, else with HTTPS at the front
+    // door the hub's public https one (its plain Hub.hub_port listens on loopback only)
+    const connectUrl = o.hub_connect_url || (!hostNet && usesTls(ctx.config) ? hubPublicUrl(ctx.config) : '');
     const env = Object.entries(req.env(listen)).filter(([k, v]) => !inherited(k, v)).map(([k, v]) =>
-      `${k}=${o.hub_connect_url && v.startsWith(internal) ? o.hub_connect_url.replace(/\/$/, '') + v.slice(internal.length) : v}`);
+      `${k}=${connectUrl && v.startsWith(internal) ? connectUrl.replace(/\/$/, '') + v.slice(internal.length) : v}`);
     const binds = Object.entries(o.volumes).map(([source, target]) => {
       const [path, mode] = target.split(':');
       return `${expandTemplate(source, user, server)}:${expandTemplate(path, user, server)}${mode ? `:${mode}` : ''}`;

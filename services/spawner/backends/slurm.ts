@@ -11,7 +11,7 @@ import { lookup } from 'node:dns/promises';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { internalHubUrl, type HubConfig } from '../../../shared/config.js';
+import { internalHubUrl, publicHubUrl, usesTls, type HubConfig } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/log.js';
 import { REPO_ROOT, RUNNING_FROM_SOURCE } from '../../../shared/paths.js';
 import { locationTarget } from '../../../shared/servers.js';
@@ -289,6 +289,9 @@ export function createSlurmBackend(ctx: BackendContext): SpawnerBackend {
   const slurm = new Slurm(options);
   const watcher = new JobWatcher(slurm, options.poll_interval * 1000, ctx.log);
   const internalApi = internalHubUrl(ctx.config, '/hub/api'); // under Hub.base_url, as HUB_API_URL is
+  // where jobs on the compute nodes call the API: the operator's, else with HTTPS at the front door its public https
+  // address (the hub's plain Hub.hub_port listens on loopback only, and API tokens must not cross a network in clear)
+  const nodesApi = options.hub_api_url || (usesTls(ctx.config) ? publicHubUrl(ctx.config, '/hub/api') : '');
   const asRoot = process.getuid?.() === 0;
 
   /** Who the job runs as: with root, the user's own account (which must exist on the cluster); else the hub's. */
@@ -310,8 +313,9 @@ export function createSlurmBackend(ctx: BackendContext): SpawnerBackend {
   /** The job's environment: the server's, listening on port 0 (the wrapper picks one), the API where nodes reach it. */
   function jobEnv(req: StartRequest, o: Options, account: Record<string, string>): Record<string, string> {
     const env = { ...req.env({ ip: o.server_ip, port: 0 }), ...account };
-    if (o.hub_api_url) {
-      for (const [k, v] of Object.entries(env)) if (v.startsWith(internalApi)) env[k] = o.hub_api_url + v.slice(internalApi.length);
+    const api = o.hub_api_url || nodesApi;
+    if (api) {
+      for (const [k, v] of Object.entries(env)) if (v.startsWith(internalApi)) env[k] = api + v.slice(internalApi.length);
     }
     return env;
   }
