@@ -8,7 +8,7 @@ import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
 import { waitForHttp } from './services/spawner/readiness.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
-import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, natsServers, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, natsServers, readResolvedConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { natsTlsStance, offMachineNatsPeers, prepareInternalTls, type NatsTlsFiles } from './shared/internal-ssl.js';
 import { busEnv, busSecret, SECRET_SHAPE_TEXT, validBusSecret } from './shared/nats-auth.js';
 import { natsServerConfig } from './shared/nats-server-config.js';
@@ -26,6 +26,7 @@ import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
 import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
 import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
+import { createReloader, isReloadAsked, RELOAD_ASKED_REPLY, reloadResultFile, takeReloadAsker } from './shared/reload.js';
 import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
@@ -193,6 +194,17 @@ async function internalTlsAtStart(config: HubConfig, ownNats: boolean, log: Logg
   return files;
 }
 
+/** A configuration's problems beyond its shape, one line each, checked before anything starts (and by `hub reload`). */
+async function preflightProblems(config: HubConfig, log: Logger, warn: boolean): Promise<string[]> {
+  const spawner = preflightSpawner(config, log);
+  if (warn) for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
+  // the authenticator's section too, when this node runs the auth actor
+  const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
+  // the front door's certificate files (Hub.ssl_cert/ssl_key): readable, parsed, the key the certificate's
+  const tlsProblems = config.Supervisor.actors.includes('gateway') ? certificateProblems(config) : [];
+  return [...spawner.problems, ...authProblems, ...tlsProblems];
+}
+
 function restartPolicy(config: HubConfig): RestartPolicy {
   const s = config.Supervisor;
   return {
@@ -202,16 +214,11 @@ function restartPolicy(config: HubConfig): RestartPolicy {
   };
 }
 
-async function start(config: HubConfig): Promise<void> {
+async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Promise<void> {
   useBaseUrl(config.Hub.base_url);
   const log = createLogger('supervisor', config.Hub.log_level, config.Hub.log_format, config.Hub.node_name);
-  const spawner = preflightSpawner(config, log);
-  // the authenticator's section too, when this node runs the auth actor: one line each, before anything starts
-  const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
-  // the front door's certificate files (Hub.ssl_cert/ssl_key): readable, parsed, the key the certificate's
-  const tlsProblems = config.Supervisor.actors.includes('gateway') ? certificateProblems(config) : [];
-  if (spawner.problems.length || authProblems.length || tlsProblems.length) throw new ConfigError([...spawner.problems, ...authProblems, ...tlsProblems]);
-  for (const warning of spawner.warnings) log.warn({ event: 'spawner.warning', spawner_class: config.Hub.spawner_class }, warning);
+  const problems = await preflightProblems(config, log, true);
+  if (problems.length) throw new ConfigError(problems);
   const dataDir = config.Hub.data_dir;
   const run = runDir(dataDir);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -330,6 +337,45 @@ async function start(config: HubConfig): Promise<void> {
   };
   for (const child of children) child.onMessage(onShutdownRequest);
 
+  // `hub reload` and SIGHUP (issue 24, shared/reload.ts): the file validated again, live options applied, the rest named
+  const managedServices = (c: HubConfig) => new Map((c.Hub.services as ServiceConfig[]).filter((s) => s.command).map((s) => [s.name, s]));
+  const reload = createReloader(readResolvedConfig({ [RESOLVED_CONFIG_ENV]: configPath }), {
+    load: loadAgain,
+    preflight: (next) => preflightProblems(next, log, false),
+    resolve: (next, current) => ({ ...next, Hub: { ...next.Hub, cookie_secret: resolveCookieSecret(next.Hub.cookie_secret, process.env, dataDir),
+      // a hub-managed service keeps the token made for it at start
+      services: (next.Hub.services as ServiceConfig[]).map((s) => (s.command && !s.api_token ? { ...s, api_token: managedServices(current).get(s.name)?.api_token ?? newToken() } : s)) } }),
+    write: (c) => writeResolvedConfig(c, configPath),
+    applyOwn: async (previous, next) => {
+      const [before, after] = [managedServices(previous), managedServices(next)];
+      const same = (a?: ServiceConfig, b?: ServiceConfig) => JSON.stringify(a) === JSON.stringify(b);
+      for (const [name, svc] of before) {
+        const child = children.find((c) => c.spec.id === `service:${name}`);
+        if (child && !same(svc, after.get(name))) { await child.stop(); children.splice(children.indexOf(child), 1); }
+      }
+      for (const [name, svc] of after) {
+        if (same(svc, before.get(name))) continue;
+        try {
+          const child = new SupervisedChild(managedServiceSpec(next, svc, baseEnv), policy, log, recordProcesses);
+          children.push(child);
+          child.start();
+        } catch (e) {
+          log.error({ event: 'service.not_started', service: name, err: (e as Error).message }, `hub-managed service ${name} not started: ${(e as Error).message}`);
+        }
+      }
+      recordProcesses();
+    },
+    actors: () => children.filter((c) => c.spec.ipc && c.pid).map((c) => ({ id: c.spec.id, send: (m: unknown) => c.send(m), onMessage: (fn: (m: unknown) => void) => c.onMessage(fn) })),
+    writeResult: (result) => {
+      const file = reloadResultFile(run);
+      writeFileSync(`${file}.tmp`, JSON.stringify(result));
+      renameSync(`${file}.tmp`, file);
+    },
+    log, confirmMs: config.Hub.rpc_timeout * 1000,
+  });
+  process.on('SIGHUP', () => void reload(takeReloadAsker(run)).catch((err) => log.error({ event: 'supervisor.reload_failed', err }, 'reload failed')));
+  for (const child of children) child.onMessage((m) => { if (isReloadAsked(m)) void reload(m.by, m.id).then((result) => child.send({ type: RELOAD_ASKED_REPLY, id: m.id, result })); });
+
   const t0 = Date.now();
   const [first, ...rest] = children;
   if (first.spec.id === 'nats') {
@@ -394,7 +440,7 @@ async function main(rawArgv: string[]): Promise<number> {
   }
   try {
     const { configArgs } = parseArgs('start', argv[0] === 'start' ? argv.slice(1) : argv, { positional: [0, 0] });
-    await start(await loadConfig({ argv: configArgs }));
+    await start(await loadConfig({ argv: configArgs }), () => loadConfig({ argv: configArgs }));
     return -1; // keep running
   } catch (e) {
     if (e instanceof ConfigError || e instanceof UsageError) {

@@ -5,7 +5,7 @@
 import { natsUrl } from '../shared/actor.js';
 import { NATS_TOKEN_ENV, natsServers, type HubConfig } from '../shared/config.js';
 import { internalTlsFiles, operatorClientCertificate, type NatsTlsFiles } from '../shared/internal-ssl.js';
-import { busAuth, busSecret, natsAuthorization, credentialUrl, type BusAuth, type OperatorCredential } from '../shared/nats-auth.js';
+import { ADMIN_USER, busAuth, busSecret, natsAuthorization, credentialUrl, type BusAuth, type OperatorCredential } from '../shared/nats-auth.js';
 import type { NatsLink } from '../shared/nats.js';
 import { UsageError } from './args.js';
 import { CliError } from './hub.js';
@@ -20,9 +20,17 @@ function secretOf(config: HubConfig): string {
 /**
  * How a command-line tool on this node connects as one of the operators' credentials: its user, and under
  * Hub.internal_ssl this node's certificate (the command line runs with the hub's own rights on its data dir).
+ * Without a secret (no hub ever ran on this data dir) it connects as nobody: an external NATS without users
+ * still answers, and a missing NATS says so as it always did.
  */
 export function operatorNatsLink(config: HubConfig, credential: OperatorCredential): NatsLink {
-  return { auth: busAuth(secretOf(config), credential), tls: internalTlsFiles(config) };
+  const secret = busSecret(config.Hub.data_dir, process.env[NATS_TOKEN_ENV], false);
+  return { auth: secret ? busAuth(secret, credential) : undefined, tls: internalTlsFiles(config) };
+}
+
+/** The bus's admin (every subject): for commands that speak to every node's supervisor (`hub reload --all-nodes`). */
+export function adminNatsLink(config: HubConfig): NatsLink {
+  return { auth: busAuth(secretOf(config), ADMIN_USER), tls: internalTlsFiles(config) };
 }
 
 /** nats.js connection options from a link (the CLI connects with nats.js directly). */

@@ -26,6 +26,13 @@ const VERBS: Record<string, Verb> = {
     help: ["the running hub's processes with their memory (RSS and PSS),", "and each actor's answer to a gRPC ping"],
     run: async () => (await import('./status.js')).status,
   },
+  reload: {
+    positional: [0, 0], flags: { 'all-nodes': 'boolean' }, usage: 'reload [--all-nodes]',
+    help: ['read and validate the configuration again and apply what can change live (roles, services, api_tokens,',
+      'extra_headers, log level); an invalid file changes nothing (exit 1, with why); other changes are named as',
+      'needing `hub restart`. Also SIGHUP to the supervisor. --all-nodes: every node of the hub reloads'],
+    run: async () => (await import('./reload.js')).reload,
+  },
   'add-user': {
     positional: [1, 1], flags: { admin: 'boolean' }, missing: 'a user name', usage: 'add-user NAME [--admin]',
     help: ['create a user (an admin with --admin) and set their password, so they can log in',
@@ -127,6 +134,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     useBaseUrl(config.Hub.base_url);
     return await (await verb.run())({ config, positional, flags });
   } catch (e) {
+    if (e instanceof ConfigError && name === 'reload') {
+      process.stderr.write(`hub reload: configuration not reloaded (nothing changed): ${e.message}\n`); // the running hub is untouched
+      return 1;
+    }
     if (e instanceof UsageError || e instanceof ConfigError) {
       process.stderr.write(`hub${e instanceof UsageError ? ' ' : ': '}${e.message}\n`); // a UsageError names its verb
       return 2;

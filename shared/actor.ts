@@ -13,6 +13,7 @@ import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, s
 import { grpcSocketPath, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
 import { HUB_COMMIT, HUB_VERSION } from './build-info.js';
+import { isReloadAnswer, isReloadRequest, RELOAD_ASKED, RELOADED_MESSAGE, type ReloadAsked, type ReloadedReply, type ReloadRequest } from './reload.js';
 import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
 
 export { HUB_VERSION };
@@ -47,6 +48,8 @@ export interface ActorParts<A extends ActorName> {
   stopIntake?: () => Promise<void> | void;
   /** release resources (stores, timers); runs after the transports are drained */
   close?: () => Promise<void> | void;
+  /** applies the live options (shared/reload.ts LIVE_OPTIONS) of a reloaded configuration; the log level is done already */
+  reload?: (next: HubConfig) => Promise<void> | void;
 }
 
 export function natsUrl(config: HubConfig): string {
@@ -134,6 +137,42 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
         };
         process.send?.(request);
         m.respond(encodeJson({ relayed_by: instance }));
+      },
+    });
+  }
+
+  // `hub reload` (shared/reload.ts): the supervisor wrote the resolved config again; one reload at a time
+  let reloading: Promise<void> = Promise.resolve();
+  const applyReload = async (m: ReloadRequest): Promise<void> => {
+    try {
+      const next = readResolvedConfig();
+      log.level = next.Hub.log_level;
+      await parts.reload?.(next);
+      if (m.audit) await audit.publish('config', 'reload', { who: m.audit.who, what: 'config', outcome: 'ok', changed: m.audit.changed, needs_restart: m.audit.needs_restart });
+      log.info({ event: 'actor.reloaded' }, 'configuration reloaded');
+      process.send?.({ type: RELOADED_MESSAGE, id: m.id, ok: true } satisfies ReloadedReply);
+    } catch (e) {
+      log.error({ event: 'actor.reload_failed', err: e }, 'configuration not fully reloaded');
+      process.send?.({ type: RELOADED_MESSAGE, id: m.id, ok: false, problem: (e as Error).message } satisfies ReloadedReply);
+    }
+  };
+  if (process.send) {
+    process.on('message', (m) => { if (isReloadRequest(m)) reloading = reloading.then(() => applyReload(m)); });
+    // `hub reload --all-nodes` reaches every node's supervisor through its actors (as a shutdown does); it reloads once per id
+    nc.subscribe(subjects.command('supervisor', 'reload'), {
+      callback: (_e, m) => {
+        const body = decodeJson<{ id?: unknown; by?: unknown }>(m.data) ?? {};
+        if (typeof body.id !== 'string' || !m.reply) return;
+        const id = body.id.slice(0, 100);
+        const answer = (reply: unknown) => {
+          if (!isReloadAnswer(reply) || reply.id !== id) return;
+          process.off('message', answer);
+          clearTimeout(timer);
+          m.respond(encodeJson({ node, actor, result: reply.result }));
+        };
+        const timer = setTimeout(() => process.off('message', answer), config.Supervisor.startup_timeout * 1000);
+        process.on('message', answer);
+        process.send?.({ type: RELOAD_ASKED, id, by: String(body.by ?? 'hub reload --all-nodes').slice(0, 200) } satisfies ReloadAsked);
       },
     });
   }

@@ -107,7 +107,7 @@ export function busPermissions(user: BusUser): BusPermissions {
     ...everyActor(flow.discovers).map((a) => `$SRV.PING.${natsServiceName(a)}`),
   ];
   const subscribe = [
-    own, inbox, subjects.command('supervisor', 'shutdown'), '$SRV.*', `$SRV.*.${service}`, `$SRV.*.${service}.>`,
+    own, inbox, subjects.command('supervisor', 'shutdown'), subjects.command('supervisor', 'reload'), '$SRV.*', `$SRV.*.${service}`, `$SRV.*.${service}.>`,
     // every change of each entity it consumes (the tokens actor reads user.* to act on three of them)
     ...consumedEntities(user).map((e) => subjects.eventsOf(e)),
     ...everyActor(flow.heartbeats).map((a) => subjects.command(a, 'heartbeat')),

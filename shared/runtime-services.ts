@@ -56,6 +56,8 @@ export interface ServiceDirectory {
   waitForRevision(revision: number, timeoutMs: number): Promise<boolean>;
   /** a fresh copy of the runtime ones (after a NATS reconnect) */
   reload(): Promise<void>;
+  /** the configured services of a reloaded configuration (`hub reload`); the names added, removed or changed */
+  useConfig(config: HubConfig): string[];
   stop(): void;
 }
 
@@ -64,7 +66,7 @@ export interface ServiceDirectory {
  * one: a runtime service of the same name (the operator configured it later) is left out, loudly.
  */
 export function serviceDirectory(config: HubConfig, runtime: KvMirror<RuntimeService> | null, log: Logger): ServiceDirectory {
-  const configured = new Map(configuredServices(config).map((s) => [s.name, s]));
+  let configured = new Map(configuredServices(config).map((s) => [s.name, s]));
   const all = new Map<string, ServiceConfig>(configured);
   const listeners: ((name: string | null) => void)[] = [];
   const admit = (svc: RuntimeService) => {
@@ -89,6 +91,17 @@ export function serviceDirectory(config: HubConfig, runtime: KvMirror<RuntimeSer
     onChange: (fn) => void listeners.push(fn),
     waitForRevision: async (revision, timeoutMs) => (runtime ? runtime.waitForRevision(revision, timeoutMs) : true),
     reload: async () => runtime?.reload(),
+    useConfig: (next) => {
+      const previous = configured;
+      configured = new Map(configuredServices(next).map((s) => [s.name, s]));
+      const changed = [...new Set([...previous.keys(), ...configured.keys()])]
+        .filter((name) => JSON.stringify(previous.get(name)) !== JSON.stringify(configured.get(name)));
+      for (const name of previous.keys()) all.delete(name);
+      for (const [name, svc] of configured) all.set(name, svc);
+      rebuild();
+      for (const fn of listeners) fn(null);
+      return changed;
+    },
     stop: () => {
       unlisten?.();
       runtime?.stop();

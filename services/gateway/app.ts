@@ -18,6 +18,7 @@ import { securityHeaders, STATIC_ASSETS } from './web/html.js';
 import { baseUrl, hubUrl, intoBase, withinBase } from '../../shared/urls.js';
 import { HSTS } from '../../shared/tls.js';
 import type { Mount } from './front-door.js';
+import type { HubConfig } from '../../shared/config.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
@@ -64,17 +65,21 @@ const QUIET_ROUTES = new Set(['/hub/health', '/hub/metrics']);
 const DENIALS_PER_SECOND = 200;
 
 /** The gateway's routes, put on each app the front door opens (front-door.ts: plain, HTTPS, a new certificate's). */
-export function createApp({ ctx, health, api, pages, proxy, identify, scraper }: GatewayDeps): Mount {
+export function createApp({ ctx, health, api, pages, proxy, identify, scraper }: GatewayDeps): Mount & { useConfig(next: HubConfig): void } {
   const maxBody = ctx.config.Hub.max_body_size;
   const { log, audit } = ctx;
 
-  const versions = versionHeaders(ctx.config.Hub.extra_headers);
   // over HTTPS every answer also tells browsers to come back only over HTTPS (HSTS); Hub.extra_headers may replace it
   const hsts = { 'Strict-Transport-Security': HSTS };
-  const base = compileHeaders({ ...versions, ...securityHeaders(ctx.config) });
-  const apiBase = compileHeaders({ ...versions, ...securityHeaders(ctx.config, { api: true }) });
-  const secureBase = compileHeaders({ ...versions, ...hsts, ...securityHeaders(ctx.config) });
-  const secureApiBase = compileHeaders({ ...versions, ...hsts, ...securityHeaders(ctx.config, { api: true }) });
+  /** the header blocks of pages and API answers, plain and secure; compiled again when `hub reload` changes extra_headers */
+  const headerBlocks = (config: HubConfig) => {
+    const versions = versionHeaders(config.Hub.extra_headers);
+    return {
+      page: [compileHeaders({ ...versions, ...securityHeaders(config) }), compileHeaders({ ...versions, ...hsts, ...securityHeaders(config) })],
+      api: [compileHeaders({ ...versions, ...securityHeaders(config, { api: true }) }), compileHeaders({ ...versions, ...hsts, ...securityHeaders(config, { api: true }) })],
+    };
+  };
+  let blocks = headerBlocks(ctx.config);
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: hubUrl('/hub/') });
   const prefix = baseUrl();
   const routes: Record<string, Record<string, Handler>> = {
@@ -171,13 +176,14 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
     finished(info, reply);
   }
 
-  return (app, secure) => {
-    const pageHeaders = secure ? secureBase : base;
-    const apiHeaders = secure ? secureApiBase : apiBase;
+  const mount: Mount = (app, secure) => {
+    const which = secure ? 1 : 0;
     return app.ws('/*', proxy.websocket).any('/*', (res, req) => {
       if (proxy.handle(res, req)) return;
       const reply = new Reply(res);
       const info = snapshot(req, res);
+      const pageHeaders = blocks.page[which];
+      const apiHeaders = blocks.api[which];
       if (prefix !== '/') {
         const inside = withinBase(info.path);
         if (inside === null) return outsideBase(info, reply, pageHeaders);
@@ -194,4 +200,5 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
         });
     });
   };
+  return Object.assign(mount, { useConfig: (next: HubConfig) => { blocks = headerBlocks(next); } });
 }

@@ -120,6 +120,16 @@ await runActor('gateway', async (ctx) => {
     details: () => ({ uws: UWS_BUILD, listen: `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
       ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
     stopIntake: () => frontDoor.stopIntake(),
+    // `hub reload`: services, roles, extra_headers; every cached resolution is worked out again (as after a reconnect)
+    reload: (next) => {
+      directory.useConfig(next);
+      mount.useConfig(next);
+      apiDeps.book.clear();
+      for (const [name, role] of roleBook(next)) apiDeps.book.set(name, role);
+      identities.clear();
+      users.clear();
+      web.clear();
+    },
     close: () => {
       certificates?.stop();
       frontDoor.close();

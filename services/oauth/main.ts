@@ -35,6 +35,8 @@ await runActor('oauth', async (ctx) => {
   purge.unref();
 
   return {
+    // `hub reload`: clients of configured services added, changed (secret, redirect URI) or removed
+    reload: async (next) => { await h.syncServiceClients(configuredServices(next), await runtimeServiceNames(ctx)); },
     grpc: {
       RegisterServerClient: h.registerServerClient, RegisterServiceClient: h.registerServiceClient, DeleteClient: h.deleteClient, GetClient: h.getClient,
       IssueCode: h.issueCode, ExchangeCode: h.exchangeCode,

@@ -26,7 +26,7 @@ await runActor('proxy-router', async (ctx) => {
   // with Hub.subdomain_host, services and servers are routed at hosts of their own
   const subdomains = subdomainsOf(ctx.config);
   // configured services and, live, those added at run time (each change reconciles at once)
-  const configured = routableServices(configuredServices(ctx.config), ctx.log, subdomains);
+  let configured = routableServices(configuredServices(ctx.config), ctx.log, subdomains);
   const services = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, loadTimeoutMs), ctx.log);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
@@ -56,6 +56,11 @@ await runActor('proxy-router', async (ctx) => {
   });
 
   return {
+    // `hub reload`: the configured services' routes (the reconciler reads them at each pass)
+    reload: (next) => {
+      configured = routableServices(configuredServices(next), ctx.log, subdomains);
+      services.useConfig(next);
+    },
     grpc: {
       ListRoutes: (req: { offset: number; limit: number }) => {
         const page = reconciler.list(Math.max(0, req.offset), Math.min(Math.max(1, req.limit), LIST_PAGE_MAX));

@@ -2,6 +2,7 @@
 // their users created when missing, and revoked once they leave the configuration.
 import type { ActorContext } from '../../shared/actor.js';
 import type { AuthClient } from '../../shared/contracts/index.js';
+import type { HubConfig } from '../../shared/config.js';
 import type { HubError } from '../../shared/errors.js';
 import { configuredServices } from '../../shared/roles.js';
 import { SUPPLIED_ROUNDS, verifySecret } from '../../shared/secrets.js';
@@ -10,12 +11,12 @@ import type { TokenStore } from './store.js';
 
 /**
  * `Hub.api_tokens` (token → user; missing users are created) and services' `api_token` are registered
- * at start; config tokens no longer in the config are revoked.
+ * at start and at each `hub reload` (`config`); config tokens no longer in the config are revoked.
  */
-export async function registerConfiguredTokens(ctx: ActorContext, h: TokenHandlers, store: TokenStore, auth: AuthClient): Promise<void> {
+export async function registerConfiguredTokens(ctx: ActorContext, config: HubConfig, h: TokenHandlers, store: TokenStore, auth: AuthClient): Promise<void> {
   const wanted: { token: string; owner: { kind: 'user' | 'service'; name: string } }[] = [
-    ...Object.entries(ctx.config.Hub.api_tokens).map(([token, name]) => ({ token, owner: { kind: 'user' as const, name } })),
-    ...configuredServices(ctx.config).filter((s) => s.api_token).map((s) => ({ token: s.api_token!, owner: { kind: 'service' as const, name: s.name } })),
+    ...Object.entries(config.Hub.api_tokens).map(([token, name]) => ({ token, owner: { kind: 'user' as const, name } })),
+    ...configuredServices(config).filter((s) => s.api_token).map((s) => ({ token: s.api_token!, owner: { kind: 'service' as const, name: s.name } })),
   ];
   for (const { token, owner } of wanted) {
     if (owner.kind === 'user') await ensureUser(ctx, auth, owner.name);
@@ -28,6 +29,7 @@ export async function registerConfiguredTokens(ctx: ActorContext, h: TokenHandle
   for (const row of await store.bySource('config')) {
     if (!wanted.some((w) => verifySecret(w.token, row.hashed))) {
       await store.delete(row.id);
+      h.forgetOwner({ kind: row.owner_kind, name: row.owner_name }); // every gateway forgets what it resolved
       ctx.log.info({ event: 'tokens.config_token_removed', token_id: `a${row.id}`, owner: row.owner_name }, 'configured token no longer in config: revoked');
     }
   }

@@ -78,7 +78,7 @@ export function expiryFromNow(expiresIn: number): string | null {
 interface OwnerInfo { roles: string[]; scopes: Set<string>; /** 0, or when a share in `scopes` expires */ untilMs: number }
 
 export function createTokenHandlers({ config, store, audit, lookupUser, groupMembers, log, announce, services = new Map(configuredServices(config).map((s) => [s.name, s])) }: TokensDeps) {
-  const book = roleBook(config);
+  let book = roleBook(config);
   /** owner key → roles and expanded scopes; dropped when the owner changes (or a share in them expires) */
   // every owner's roles and scopes, kept until an event says they changed; bounded in bytes (a million users)
   const ownerCache = new BoundedCache<OwnerInfo | null>(config.Hub.cache_max_bytes / 2, Infinity, (info) => {
@@ -112,6 +112,12 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
     }
     ownerCache.set(key, info);
     return info;
+  }
+
+  /** `hub reload`: the roles of a reloaded configuration; every owner's scopes are worked out again */
+  function useRoles(next: HubConfig): void {
+    book = roleBook(next);
+    ownerCache.clear();
   }
 
   function forgetOwner(owner: Owner): void {
@@ -190,6 +196,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
   return {
     ownerInfo,
     forgetOwner,
+    useRoles,
     findByToken,
     register,
     shares,

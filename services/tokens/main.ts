@@ -48,7 +48,7 @@ await runActor('tokens', async (ctx) => {
     ctx.nc.subscribe(subjects.eventsOf('user'), { callback: (_e, m) => void h.onUserEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.user_event.failed', err }, 'user event not applied')) }),
     ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => void h.onGroupEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.group_event.failed', err }, 'group event not applied')) }),
   ];
-  await registerConfiguredTokens(ctx, h, store, auth);
+  await registerConfiguredTokens(ctx, ctx.config, h, store, auth);
   const services = createRuntimeServiceHandlers({
     kv: runtime.kv, mirror: runtime, directory, tokens: h, store, oauth, audit: ctx.audit, log: ctx.log, waitMs: ctx.rpcTimeoutMs,
   });
@@ -74,6 +74,12 @@ await runActor('tokens', async (ctx) => {
     },
     // gateways publish token uses here once a second (services/gateway/token-activity.ts)
     nats: { activity: (body) => h.noteUse(body as { tokens?: Record<string, string> }) },
+    // `hub reload`: roles, configured services and their tokens, Hub.api_tokens
+    reload: async (next) => {
+      h.useRoles(next);
+      for (const name of directory.useConfig(next)) h.forgetOwner({ kind: 'service', name });
+      await registerConfiguredTokens(ctx, next, h, store, auth);
+    },
     close: async () => {
       h.shares.stop();
       clearInterval(purge);

@@ -1,12 +1,15 @@
-// Zero downtime (issue 24): the front door opens only when the hub can serve, and a start sent while the spawner
-// restarts waits for the new one instead of failing.
+// Zero downtime (issue 24): the front door opens only when the hub can serve, a start sent while the spawner
+// restarts waits for the new one instead of failing, `hub status` shows what runs since when, and `hub reload`
+// applies a new configuration without restarting anything.
 import test from 'ava';
 import { fileURLToPath } from 'node:url';
 import { apiClient, randomToken } from '../api/client.js';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isAlive, NATS_TOKEN, REPO, runHubCommand, startHub, waitFor } from '../harness.js';
 import { execFileSync } from 'node:child_process';
 import { HUB_VERSION } from '../../shared/build-info.js';
+import { cliIdentity } from '../../cli/hub.js';
 
 const TARGET = fileURLToPath(new URL('../bench/spawn-target.mjs', import.meta.url));
 const ADMIN = randomToken();
@@ -83,6 +86,89 @@ test.serial('front door: a start sent while the spawner restarts waits for the n
     t.is(after.pid, fresh);
     t.true(Date.parse(after.started) > Date.parse(before.started), `${after.started} after ${before.started}`);
     t.true(isCheckoutCode(after.code), after.code);
+  } finally {
+    await hub.stop();
+  }
+});
+
+/** A steady API load until stopped: `workers` loops of GET /hub/api/users; every answer that is not a 200 counted. */
+function apiLoad(url: string, token: string, workers = 4) {
+  let running = true;
+  const failures: string[] = [];
+  let done = 0;
+  const loops = Array.from({ length: workers }, async () => {
+    while (running) {
+      try {
+        const r = await fetch(`${url}/hub/api/users`, { headers: { authorization: `token ${token}` }, signal: AbortSignal.timeout(10_000) });
+        await r.arrayBuffer();
+        if (r.status !== 200) failures.push(String(r.status));
+      } catch (e) {
+        failures.push((e as Error).message);
+      }
+      done++;
+    }
+  });
+  return { stop: async () => { running = false; await Promise.all(loops); return { failures, done }; } };
+}
+
+test.serial('hub reload: a service added to the file works at once, 0 API requests fail meanwhile; an invalid file changes nothing; SIGHUP removes it again', async (t) => {
+  const hub = await startHub({ config: hubConfig() });
+  const file = join(hub.dataDir, 'hub.json');
+  const original = JSON.parse(readFileSync(file, 'utf8'));
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const svcToken = randomToken();
+  const asService = () => fetch(`${hub.url}/hub/api/user`, { headers: { authorization: `token ${svcToken}` } });
+  try {
+    t.is((await asService()).status, 403);
+    const load = apiLoad(hub.url, ADMIN);
+    writeFileSync(file, JSON.stringify({
+      ...original,
+      Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: svcToken }], extra_headers: { 'X-Reloaded': 'yes' } },
+      Proxy: { connect_timeout: 7 },
+    }));
+    const r = await runHubCommand(['reload', '--config', file], { env });
+    t.is(r.code, 0, r.stderr);
+    t.regex(r.stdout, /applied Hub\.extra_headers, Hub\.services/);
+    t.regex(r.stdout, /needs `hub restart`: Proxy\.connect_timeout/);
+    // the command returns once every actor has applied it: the token works on the first try
+    const who = await asService();
+    t.is(who.status, 200);
+    t.like(await who.json(), { kind: 'service', name: 'reloaded' });
+    t.is(who.headers.get('x-reloaded'), 'yes');
+
+    // an invalid file: refused with why, nothing changes
+    writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: 'short' }] } }));
+    const bad = await runHubCommand(['reload', '--config', file], { env });
+    t.is(bad.code, 1);
+    t.regex(bad.stderr, /not reloaded \(nothing changed\)[\s\S]*api_token/);
+    const still = await asService();
+    t.is(still.status, 200);
+    t.is(still.headers.get('x-reloaded'), 'yes');
+    const { failures, done } = await load.stop();
+    t.deepEqual(failures, [], `${failures.length} of ${done} failed`);
+    t.true(done > 0);
+
+    // SIGHUP to the supervisor does the same: the service leaves with the file, its token stops working
+    writeFileSync(file, JSON.stringify(original));
+    const resultFile = join(hub.dataDir, 'run', 'reload.json');
+    const seen = readFileSync(resultFile, 'utf8');
+    process.kill(hub.proc.pid!, 'SIGHUP');
+    const result = await waitFor('the reload result', async () => {
+      const text = readFileSync(resultFile, 'utf8');
+      return text !== seen ? JSON.parse(text) : undefined;
+    }, 20_000);
+    t.like(result, { ok: true, by: 'SIGHUP' });
+    t.deepEqual(result.changed, ['Hub.extra_headers', 'Hub.services']);
+    t.is((await asService()).status, 403);
+    t.is((await fetch(`${hub.url}/hub/api/`)).headers.get('x-reloaded'), null);
+
+    // each reload that changed something is in the audit trail with what it changed
+    const audit = await runHubCommand(['audit', '--config', file, '--type', 'config.reload', '--json'], { env });
+    t.is(audit.code, 0, audit.stderr);
+    const events = audit.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    t.is(events.length, 2, audit.stdout);
+    t.like(events[0], { who: `${cliIdentity()} (hub reload)`, details: { changed: ['Hub.extra_headers', 'Hub.services'], needs_restart: ['Proxy.connect_timeout'] } });
+    t.like(events[1], { who: 'SIGHUP', details: { changed: ['Hub.extra_headers', 'Hub.services'], needs_restart: [] } });
   } finally {
     await hub.stop();
   }

@@ -1,0 +1,219 @@
+// `hub reload` (and SIGHUP to the supervisor): what a new configuration changes, sorted into what the running hub
+// takes live and what needs a restart. The supervisor validates the file as at start, writes the resolved config
+// with only the live changes applied, and tells every actor over IPC; each actor re-reads it and applies its part
+// (runActor's `reload`). A change that cannot be taken live is named ("needs `hub restart`") and not applied, so
+// an actor restarted meanwhile runs with what every other actor runs.
+import { readFileSync, rmSync, statSync } from 'node:fs';
+import { ConfigError, type HubConfig } from './config.js';
+import type { Logger } from './log.js';
+
+/** Options the running hub applies without restarting anything (each actor that uses one re-reads it on reload). */
+export const LIVE_OPTIONS: readonly string[] = [
+  'Hub.log_level', 'Hub.services', 'Hub.api_tokens', 'Hub.load_roles', 'Hub.extra_headers',
+];
+
+/** Supervisor options: read only when the supervisor itself starts. */
+const SUPERVISOR_SECTION = 'Supervisor';
+
+export interface ConfigChanges {
+  /** `Section.option` taken live */
+  live: string[];
+  /** changed options the running hub cannot take: `hub restart` (every actor replaced) applies them */
+  restart: string[];
+  /** changed Supervisor options: only a stop and start of the hub applies them */
+  supervisor: string[];
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/** Every option whose value differs between two validated configurations, sorted by how it can be applied. */
+export function configChanges(previous: HubConfig, next: HubConfig): ConfigChanges {
+  const out: ConfigChanges = { live: [], restart: [], supervisor: [] };
+  const p = previous as unknown as Record<string, Record<string, unknown>>;
+  const n = next as unknown as Record<string, Record<string, unknown>>;
+  for (const section of [...new Set([...Object.keys(p), ...Object.keys(n)])].sort()) {
+    for (const option of [...new Set([...Object.keys(p[section] ?? {}), ...Object.keys(n[section] ?? {})])].sort()) {
+      if (same(p[section]?.[option], n[section]?.[option])) continue;
+      const name = `${section}.${option}`;
+      if (section === SUPERVISOR_SECTION) out.supervisor.push(name);
+      else if (LIVE_OPTIONS.includes(name)) out.live.push(name);
+      else out.restart.push(name);
+    }
+  }
+  return out;
+}
+
+/** `previous` with the live options of `next`: what the running hub runs after a reload. */
+export function withLiveOptions(previous: HubConfig, next: HubConfig): HubConfig {
+  const out = structuredClone(previous) as unknown as Record<string, Record<string, unknown>>;
+  const n = next as unknown as Record<string, Record<string, unknown>>;
+  for (const name of LIVE_OPTIONS) {
+    const [section, option] = name.split('.');
+    out[section] = { ...out[section], [option]: structuredClone(n[section]?.[option]) };
+  }
+  return out as unknown as HubConfig;
+}
+
+/** IPC: the supervisor asks its actors to apply the resolved config again; `audit` to the one that records it. */
+export const RELOAD_MESSAGE = 'hub.reload';
+export interface ReloadRequest { type: typeof RELOAD_MESSAGE; id: string; audit?: { who: string; changed: string[]; needs_restart: string[] } }
+export const isReloadRequest = (m: unknown): m is ReloadRequest =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === RELOAD_MESSAGE && typeof (m as { id?: unknown }).id === 'string';
+
+/** IPC: an actor's answer to a reload (what it applied, or why it could not). */
+export const RELOADED_MESSAGE = 'hub.reloaded';
+export interface ReloadedReply { type: typeof RELOADED_MESSAGE; id: string; ok: boolean; problem?: string }
+export const isReloadedReply = (m: unknown): m is ReloadedReply =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === RELOADED_MESSAGE;
+
+/**
+ * IPC: an actor relays `hub reload --all-nodes` (NATS `hub.supervisor.reload`, which the supervisor cannot hear: it
+ * has no NATS client) to its supervisor, and answers the command with the supervisor's reply. Every actor of a node
+ * relays the same request: the supervisor reloads once per id.
+ */
+export const RELOAD_ASKED = 'hub.reload.asked';
+export const RELOAD_ASKED_REPLY = 'hub.reload.answer';
+export interface ReloadAsked { type: typeof RELOAD_ASKED; id: string; by: string }
+export interface ReloadAnswer { type: typeof RELOAD_ASKED_REPLY; id: string; result: ReloadResult }
+export const isReloadAsked = (m: unknown): m is ReloadAsked =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === RELOAD_ASKED && typeof (m as { id?: unknown }).id === 'string';
+export const isReloadAnswer = (m: unknown): m is ReloadAnswer =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === RELOAD_ASKED_REPLY;
+
+/** What the last reload did, kept in `<data_dir>/run/reload.json` for `hub reload` to read back. */
+export interface ReloadResult {
+  /** increases with every reload of this supervisor (the command waits for a newer one than it saw) */
+  seq: number;
+  at: string;
+  by: string;
+  ok: boolean;
+  /** why the new file was refused (nothing changed) */
+  problems: string[];
+  changed: string[];
+  needs_restart: string[];
+  needs_full_restart: string[];
+  /** actors that did not confirm within the bound */
+  unconfirmed: string[];
+}
+
+export function reloadResultFile(runDir: string): string {
+  return `${runDir}/reload.json`;
+}
+
+/** `hub reload` leaves who asked here before its SIGHUP (a signal carries no name); the supervisor takes it. */
+export const reloadAskerFile = (runDir: string) => `${runDir}/reload-asker`;
+
+/** Who asked for the reload a SIGHUP starts: the command line's account when it just said so, else the signal. */
+export function takeReloadAsker(runDir: string): string {
+  const file = reloadAskerFile(runDir);
+  try {
+    const fresh = Date.now() - statSync(file).mtimeMs < 10_000;
+    const who = readFileSync(file, 'utf8').trim().slice(0, 200);
+    rmSync(file, { force: true });
+    return fresh && who ? `${who} (hub reload)` : 'SIGHUP';
+  } catch {
+    return 'SIGHUP';
+  }
+}
+
+/** What the supervisor's reload needs, given by it (shared/supervision.ts children, its config resolution). */
+export interface ReloaderDeps {
+  /** reads and validates the configuration as at start (throws a ConfigError listing every problem) */
+  load: () => Promise<HubConfig>;
+  /** the start's other checks of a configuration (spawner, authenticator, certificates): problems, one line each */
+  preflight: (config: HubConfig) => Promise<string[]>;
+  /** the configuration with what the supervisor resolves at start (cookie secret; service tokens it made, kept) */
+  resolve: (config: HubConfig, current: HubConfig) => HubConfig;
+  /** the resolved configuration the actors read (written whole, atomically) */
+  write: (config: HubConfig) => void;
+  /** the supervisor's own share of a live change, once the actors took theirs (hub-managed services started or stopped) */
+  applyOwn: (previous: HubConfig, next: HubConfig) => Promise<void>;
+  /** actors to tell: id, IPC send, a way to hear their answer */
+  actors: () => { id: string; send: (m: unknown) => boolean; onMessage: (fn: (m: unknown) => void) => void }[];
+  writeResult: (result: ReloadResult) => void;
+  log: Logger;
+  /** how long actors have to confirm */
+  confirmMs: number;
+}
+
+
+/**
+ * The supervisor's reloader: one reload at a time (a second waits for the first), each validated whole before
+ * anything changes. Resolves with what it did (also written for `hub reload`).
+ */
+export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string, id?: string) => Promise<ReloadResult> {
+  let current = initial;
+  let seq = 0;
+  let chain: Promise<unknown> = Promise.resolve();
+  /** `<reload id>/<actor id>` → who is waiting for that actor's reply */
+  const waiting = new Map<string, (reply: ReloadedReply) => void>();
+  const heard = new Set<string>();
+
+  const once = async (by: string): Promise<ReloadResult> => {
+    seq++;
+    const base = { seq, at: new Date().toISOString(), by, changed: [], needs_restart: [], needs_full_restart: [], unconfirmed: [] };
+    let next: HubConfig;
+    try {
+      next = d.resolve(await d.load(), current);
+      const problems = await d.preflight(next);
+      if (problems.length) return { ...base, ok: false, problems };
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      return { ...base, ok: false, problems: e.problems };
+    }
+    const changes = configChanges(current, next);
+    const previous = current;
+    current = withLiveOptions(current, next);
+    const result: ReloadResult = { ...base, ok: true, problems: [], changed: changes.live, needs_restart: changes.restart, needs_full_restart: changes.supervisor };
+    if (!changes.live.length && !changes.restart.length && !changes.supervisor.length) return result;
+    d.write(current);
+    // every actor re-reads the file and applies its part, one after the other in start order (the owners of
+    // tokens and roles before the gateways, whose caches then fill from the new answers); the first records the audit
+    const id = `${process.pid}-${seq}`;
+    const until = Date.now() + d.confirmMs;
+    const unconfirmed: string[] = [];
+    const problems: string[] = [];
+    let audit: ReloadRequest['audit'] = { who: by, changed: changes.live, needs_restart: [...changes.restart, ...changes.supervisor] };
+    for (const actor of d.actors()) {
+      if (!heard.has(actor.id)) {
+        heard.add(actor.id);
+        actor.onMessage((m) => { if (isReloadedReply(m)) waiting.get(`${m.id}/${actor.id}`)?.(m); });
+      }
+      const replied = new Promise<ReloadedReply | null>((resolve) => {
+        waiting.set(`${id}/${actor.id}`, resolve);
+        setTimeout(() => resolve(null), Math.max(0, until - Date.now())).unref();
+      });
+      if (!actor.send({ type: RELOAD_MESSAGE, id, ...(audit ? { audit } : {}) } satisfies ReloadRequest)) {
+        waiting.delete(`${id}/${actor.id}`);
+        continue; // not running now: it reads the file when it starts
+      }
+      audit = undefined;
+      const reply = await replied;
+      waiting.delete(`${id}/${actor.id}`);
+      if (!reply) unconfirmed.push(actor.id);
+      else if (!reply.ok) problems.push(`${actor.id}: ${reply.problem ?? 'failed'}`);
+    }
+    await d.applyOwn(previous, current);
+    return { ...result, unconfirmed, problems };
+  };
+
+  const byId = new Map<string, Promise<ReloadResult>>();
+  return (by: string, id?: string) => {
+    const earlier = id ? byId.get(id) : undefined;
+    if (earlier) return earlier;
+    const run = chain.then(() => once(by)).then((result) => {
+      d.writeResult(result);
+      const level = result.ok ? 'info' : 'error';
+      d.log[level]({ event: result.ok ? 'supervisor.reloaded' : 'supervisor.reload_refused', by, changed: result.changed, needs_restart: result.needs_restart,
+        needs_full_restart: result.needs_full_restart, problems: result.problems, unconfirmed: result.unconfirmed },
+      result.ok ? `configuration reloaded: ${result.changed.length ? result.changed.join(', ') : 'nothing to change live'}` : `configuration not reloaded: ${result.problems.join('; ')}`);
+      return result;
+    });
+    chain = run.catch(() => undefined);
+    if (id) {
+      byId.set(id, run);
+      if (byId.size > 32) byId.delete(byId.keys().next().value!);
+    }
+    return run;
+  };
+}
