@@ -14,7 +14,7 @@ import { invalidNameReason } from '../shared/names.js';
 import { importedConfigPath, importedServersPath, storePath } from '../shared/paths.js';
 import { DEFAULT_ROLES } from '../shared/roles.js';
 import { CRYPT_KEY_ENV, CRYPT_KEY_ALIAS_ENV, parseCryptKeys } from '../shared/secrets.js';
-import { Store } from '../shared/store.js';
+import { Store, usesPostgres } from '../shared/store.js';
 import { CliError, runningHub } from './hub.js';
 import { readJupyterhubDb, redactUrl, type JhService, type JupyterhubData } from './jupyterhub-db.js';
 import type { VerbInput } from './main.js';
@@ -119,6 +119,10 @@ function validUsers(data: JupyterhubData, notes: string[]): Set<string> {
 
 export async function importFrom(config: HubConfig, db: string, { dryRun, env = process.env }: { dryRun: boolean; env?: NodeJS.ProcessEnv }) {
   const dataDir = config.Hub.data_dir;
+  // the import is all-or-nothing by copying SQLite stores and renaming them in: a shared database has no such copy
+  if (usesPostgres(config.Hub.db_url)) {
+    throw new CliError('hub import jupyterhub writes the SQLite stores of Hub.data_dir and is refused with Hub.db_url on PostgreSQL: import into a hub without Hub.db_url (SQLite) first; moving SQLite stores into PostgreSQL is not done yet');
+  }
   const hub = runningHub(config);
   if (hub) throw new CliError(`a hub is running on ${dataDir} (supervisor pid ${hub.pid}): stop it first, then import (its actors alone write their stores while it runs)`);
   finishPendingImport(dataDir);

@@ -8,7 +8,7 @@ import type { HubConfig } from '../shared/config.js';
 import { HubError } from '../shared/errors.js';
 import { everyMember } from '../shared/lists.js';
 import { createLogger } from '../shared/log.js';
-import { storePath } from '../shared/paths.js';
+import { storeLocation } from '../shared/store.js';
 
 /** No hub, no NATS: the change cannot be published (see OFFLINE_NOTE). */
 const NO_AUDIT_TRAIL: AuditPublisher = { publish: async () => undefined, publishMany: async () => undefined };
@@ -23,7 +23,7 @@ export async function openOffline(config: HubConfig) {
   const { setHubPassword } = await import('../services/auth/login.js');
   const dataDir = config.Hub.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const authStore = await AuthStore.open(storePath(dataDir, 'auth'));
+  const authStore = await AuthStore.open(storeLocation(config.Hub, 'auth'));
   const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth, usernameMap: config.Authenticator.username_map });
   const login = { setPassword: (r: { name: string; password: string; by: string }) => setHubPassword({ config, store: authStore, audit: NO_AUDIT_TRAIL }, r) };
   let tokenStore: Awaited<ReturnType<typeof import('../services/tokens/store.js').TokenStore.open>> | undefined;
@@ -35,7 +35,7 @@ export async function openOffline(config: HubConfig) {
     async tokens() {
       const { TokenStore } = await import('../services/tokens/store.js');
       const { createTokenHandlers } = await import('../services/tokens/handlers.js');
-      tokenStore ??= await TokenStore.open(storePath(dataDir, 'tokens'));
+      tokenStore ??= await TokenStore.open(storeLocation(config.Hub, 'tokens'));
       return createTokenHandlers({
         config, store: tokenStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, log: createLogger('cli', 'warn'),
         // shares through groups need the auth store; offline verbs never change shares

@@ -53,6 +53,8 @@ export const SCHEMA = {
     ip: { kind: 'string', default: '127.0.0.1', help: 'address the public gateway listens on' },
     port: port(8000, 'public port of the gateway'),
     data_dir: { kind: 'string', default: './data', help: 'directory for stores, sockets and secrets (created 0700)' },
+    db_url: { kind: 'string', default: '', help: 'where the actors keep their stores: "" (or "sqlite") = one SQLite file per actor in Hub.data_dir; "postgresql://user:password@host:5432/db?sslmode=verify-full&sslrootcert=/ca.pem" = one PostgreSQL database every node shares, each actor in its own schema (env HUB_DB_URL keeps the password out of the file)', check: checkDbUrl },
+    db_kwargs: { kind: 'object', default: {}, help: 'PostgreSQL pool options: {"max": 10 (connections per actor), "connectionTimeoutMillis": 10000, "idleTimeoutMillis": 30000, "statement_timeout": 0 (ms, 0 = none)}; TLS comes with Hub.db_url\'s sslmode', check: checkDbKwargs },
     nats_port: port(4222, 'port of the NATS server the hub starts on 127.0.0.1'),
     nats_url: { kind: 'string', default: '', help: 'the NATS servers actors connect to, comma-separated (members of one cluster), e.g. "nats://10.0.0.1:4222,nats://10.0.0.2:4222" (env HUB_NATS_URL); alone it means an existing NATS, not started by the hub', check: checkNatsUrls },
     nats_cluster_port: { kind: 'integer', default: 0, help: 'start the hub\'s own NATS as a member of a cluster, taking routes on this port (0 = a lone NATS); all members share HUB_NATS_TOKEN', min: 0, max: 65535 },
@@ -313,6 +315,20 @@ function checkActors(names: string[]): string[] {
     ...unknown.map((n) => `Supervisor.actors: unknown actor ${JSON.stringify(n)} (known: ${ALL_ACTORS.join(', ')})`),
     ...[...new Set(twice)].map((n) => `Supervisor.actors: ${JSON.stringify(n)} is listed twice (several gateways: Supervisor.gateways)`),
   ];
+}
+
+function checkDbUrl(v: string): string[] {
+  if (v === '' || v === 'sqlite' || /^postgres(ql)?:\/\/[^\s]+$/.test(v)) return [];
+  // never the value itself: it may hold a password
+  return ['Hub.db_url: expected "" or "sqlite" (SQLite files in Hub.data_dir) or a postgresql:// URL'];
+}
+
+const DB_KWARGS = ['max', 'connectionTimeoutMillis', 'idleTimeoutMillis', 'statement_timeout'];
+function checkDbKwargs(v: Record<string, unknown>): string[] {
+  return Object.entries(v).flatMap(([k, x]) => {
+    if (!DB_KWARGS.includes(k)) return [`Hub.db_kwargs: unknown key ${JSON.stringify(k)} (known: ${DB_KWARGS.join(', ')})`];
+    return Number.isInteger(x) && (x as number) >= (k === 'max' ? 1 : 0) && (x as number) <= 3_600_000 ? [] : [`Hub.db_kwargs.${k}: expected a whole number${k === 'max' ? ' from 1' : ' of ms'}`];
+  });
 }
 
 /** `Hub.nats_url`: one or more `nats://host:port`, comma-separated. */
@@ -813,6 +829,7 @@ export async function loadConfig({ argv, env = process.env, cwd = process.cwd() 
   }
   if (problems.length) throw new ConfigError(problems);
   if (env.HUB_NATS_URL) (merged.Hub ??= {}).nats_url = env.HUB_NATS_URL;
+  if (env.HUB_DB_URL) (merged.Hub ??= {}).db_url = env.HUB_DB_URL;
   let config = validateConfig(merged) as HubConfig & { Hub: { data_dir: string } };
   const dataDir = isAbsolute(config.Hub.data_dir) ? config.Hub.data_dir : resolve(cwd, config.Hub.data_dir);
   // an import killed after its commit point is finished first: no process ever sees half of one

@@ -1,7 +1,7 @@
 // The auth actor: users, groups, logins through the configured authenticator (./authenticators/), their sessions
 // and auth state. Wiring only.
 import { runActor } from '../../shared/actor.js';
-import { storePath } from '../../shared/paths.js';
+import { storeLocation } from '../../shared/store.js';
 import { gauge, jupyterhubName } from '../../shared/metrics.js';
 import { createAnnouncer } from '../../shared/nats.js';
 import { errors } from '../../shared/errors.js';
@@ -15,7 +15,7 @@ import { createFirstAdminSetup } from './setup.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
-  const store = await AuthStore.open(storePath(ctx.config.Hub.data_dir, 'auth'));
+  const store = await AuthStore.open(storeLocation(ctx.config.Hub, 'auth'));
   // The user index loads behind the first requests; a store that cannot be read whole is fatal (the supervisor restarts us).
   const loadStart = performance.now();
   store.indexLoaded.then(

@@ -1,6 +1,6 @@
 // The auth actor's own store: users, groups and memberships, passwords, login sessions (with what each login
 // said, sealed), auth state (encrypted) and login failures. The only file with SQL for them.
-import { Store } from '../../shared/store.js';
+import { Store, type Param, type StoreLocation } from '../../shared/store.js';
 import type { UserSort } from '../../shared/lists.js';
 import { UserIndex } from './user-index.js';
 
@@ -74,8 +74,12 @@ export interface UserRow { id: number; name: string; admin: number; created: str
  * A user row with its group names (JSON, in group id order) from one correlated subquery: a page of users is one
  * statement, not two round trips through the driver's thread pool.
  */
-const USER = `users.*, (SELECT json_group_array(name) FROM (SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id
-  WHERE m.user_id = users.id ORDER BY g.id)) AS groups_json`;
+const USER_COLUMNS = {
+  sqlite: `users.*, (SELECT json_group_array(name) FROM (SELECT g.name FROM group_members m JOIN groups g ON g.id = m.group_id
+  WHERE m.user_id = users.id ORDER BY g.id)) AS groups_json`,
+  postgres: `users.*, (SELECT coalesce(json_agg(g.name ORDER BY g.id), '[]')::text FROM group_members m JOIN groups g ON g.id = m.group_id
+  WHERE m.user_id = users.id) AS groups_json`,
+};
 export interface GroupRow { id: number; name: string; properties: string }
 
 /** Restricts a list to named users and members of named groups (a caller with filtered list scopes). */
@@ -92,9 +96,6 @@ export interface UserListQuery {
   nameFilter?: string;
 }
 
-/** `column IN (…)` for a list of any length: one JSON parameter, so no statement meets SQLite's parameter limit. */
-const inList = (column: string) => `${column} IN (SELECT value FROM json_each(?))`;
-const listParam = (values: readonly (string | number)[]) => JSON.stringify(values);
 
 /** Rows read per statement while the index loads: short steps, so requests are answered in between. */
 const LOAD_CHUNK = 5_000;
@@ -137,8 +138,12 @@ export class AuthStore {
    */
   private failing = new Set<string>();
 
-  private constructor(private readonly db: Store, path: string) {
-    this.indexLoaded = this.loadIndex(path);
+  /** A user row's columns with its groups (USER_COLUMNS) in this store's dialect. */
+  private readonly USER: string;
+
+  private constructor(private readonly db: Store) {
+    this.USER = db.pick(USER_COLUMNS);
+    this.indexLoaded = this.loadIndex();
     // handled here too: a store closed while loading (a CLI verb) is no failure; the actor watches indexLoaded itself
     this.indexLoaded.catch(() => undefined);
   }
@@ -193,22 +198,19 @@ export class AuthStore {
   }
 
   /** Opens the store at once; the user index loads behind it (`indexLoaded`). */
-  static async open(path: string): Promise<AuthStore> {
-    const db = await Store.open(path, MIGRATIONS);
-    const s = new AuthStore(db, path);
+  static async open(where: string | StoreLocation): Promise<AuthStore> {
+    const db = await Store.open(where, MIGRATIONS);
+    const s = new AuthStore(db);
     s.groupCount = (await s.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
     await s.loadFailingKeys();
     return s;
   }
 
   /** Reads every user from one snapshot of a second connection, then replays the changes made meanwhile. */
-  private async loadIndex(path: string): Promise<void> {
-    const reader = await Store.openReadOnly(path);
-    let byName: Int32Array;
-    try {
-      await reader.exec('BEGIN');
+  private async loadIndex(): Promise<void> {
+    const byName = await this.db.snapshot(async (reader) => {
       const size = await reader.get<{ n: number; maxId: number | null; bytes: number | null }>(
-        'SELECT count(*) AS n, max(id) AS maxId, sum(length(CAST(name AS BLOB))) AS bytes FROM users');
+        `SELECT count(*) AS n, max(id) AS "maxId", sum(${reader.pick({ sqlite: 'length(CAST(name AS BLOB))', postgres: 'octet_length(name)' })}) AS bytes FROM users`);
       this.index.reserve(size?.n ?? 0, size?.maxId ?? 0, size?.bytes ?? 0);
       let lastId = 0;
       for (;;) {
@@ -219,7 +221,7 @@ export class AuthStore {
         this.index.loadRows(rows);
         lastId = rows[rows.length - 1].id;
       }
-      byName = new Int32Array(this.index.size);
+      const byName = new Int32Array(this.index.size);
       let n = 0;
       let lastName: string | null = null;
       for (;;) {
@@ -232,10 +234,8 @@ export class AuthStore {
         lastName = rows[rows.length - 1].name;
       }
       if (n !== byName.length) throw new Error(`auth store: ${byName.length} users by id but ${n} by name in one snapshot`);
-      await reader.exec('COMMIT');
-    } finally {
-      await reader.close();
-    }
+      return byName;
+    });
     this.index.finishLoad(byName);
     const queued = this.queued ?? [];
     this.queued = null;
@@ -292,7 +292,7 @@ export class AuthStore {
   // ---- users ----
 
   getUser(name: string): Promise<UserRow | undefined> {
-    return this.db.get<UserRow>(`SELECT ${USER} FROM users WHERE name = ?`, [name]);
+    return this.db.get<UserRow>(`SELECT ${this.USER} FROM users WHERE name = ?`, [name]);
   }
 
   /** How many users there are, and how many were active since each of `since` (ISO times): index ranges, no scan of rows. */
@@ -306,13 +306,13 @@ export class AuthStore {
   /** Which of these names are users (50,000 checked at once: the name index only, no row or group read). */
   async existingNames(names: string[]): Promise<Set<string>> {
     if (!names.length) return new Set();
-    const rows = await this.db.all<{ name: string }>(`SELECT name FROM users WHERE ${inList('name')}`, [listParam(names)]);
+    const rows = await this.db.all<{ name: string }>(`SELECT name FROM users WHERE ${this.db.inList('name')}`, [names]);
     return new Set(rows.map((r) => r.name));
   }
 
   async getUsers(names: string[]): Promise<UserRow[]> {
     if (!names.length) return [];
-    return this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${inList('name')}`, [listParam(names)]);
+    return this.db.all<UserRow>(`SELECT ${this.USER} FROM users WHERE ${this.db.inList('name')}`, [names]);
   }
 
   /**
@@ -334,27 +334,27 @@ export class AuthStore {
     }
     if (!only && !nameFilter) {
       // everyone but a few (e.g. ?state=inactive): a walk of the index, O(offset + limit + excluded)
-      const excluded = new Set((await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${inList('name')}`, [listParam(exclude)])).map((r) => r.id));
+      const excluded = new Set((await this.db.all<{ id: number }>(`SELECT id FROM users WHERE ${this.db.inList('name')}`, [exclude])).map((r) => r.id));
       return { rows: await this.usersByIds(this.index.pageExcept(sort, offset, limit, excluded)), total: this.index.size - excluded.size };
     }
     const conditions: string[] = [];
-    const params: string[] = [];
+    const params: Param[] = [];
     if (only) {
-      conditions.push(`(${inList('name')} OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE ${inList('g.name')}))`);
-      params.push(listParam(only.names), listParam(only.groups));
+      conditions.push(`(${this.db.inList('name')} OR id IN (SELECT m.user_id FROM group_members m JOIN groups g ON g.id = m.group_id WHERE ${this.db.inList('g.name')}))`);
+      params.push(only.names, only.groups);
     }
     if (exclude.length) {
-      conditions.push(`NOT ${inList('name')}`);
-      params.push(listParam(exclude));
+      conditions.push(`NOT ${this.db.inList('name')}`);
+      params.push(exclude);
     }
     if (nameFilter) {
       // SQLite's lower() folds ASCII only ('ÉMILE' must find 'émile'): the index matches, SQL gets one JSON array
-      conditions.push(inList('id'));
-      params.push(listParam(Array.from(this.index.matching(nameFilter, { key: 'id', desc: false }))));
+      conditions.push(this.db.inList('id'));
+      params.push(Array.from(this.index.matching(nameFilter, { key: 'id', desc: false })));
     }
     const where = conditions.join(' AND ');
     if (sort.key === 'id') {
-      const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+      const rows = await this.db.all<UserRow>(`SELECT ${this.USER} FROM users WHERE ${where} ORDER BY id ${sort.desc ? 'DESC' : ''} LIMIT ? OFFSET ?`, [...params, limit, offset]);
       const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users WHERE ${where}`, params))!.n;
       return { rows, total };
     }
@@ -365,10 +365,10 @@ export class AuthStore {
 
   /** Pages while the index loads: SQLite's own indexes (id, name, last_activity), OFFSET scans for a few seconds. */
   private async listUsersFromSql(offset: number, limit: number, exclude: string[], sort: UserSort): Promise<{ rows: UserRow[]; total: number }> {
-    const where = exclude.length ? `WHERE NOT ${inList('name')}` : '';
-    const params = exclude.length ? [listParam(exclude)] : [];
+    const where = exclude.length ? `WHERE NOT ${this.db.inList('name')}` : '';
+    const params = exclude.length ? [exclude] : [];
     const order = SQL_ORDER[sort.key][sort.desc ? 1 : 0];
-    const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...params, limit, offset]);
+    const rows = await this.db.all<UserRow>(`SELECT ${this.USER} FROM users ${where} ORDER BY ${order} LIMIT ? OFFSET ?`, [...params, limit, offset]);
     const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM users ${where}`, params))!.n;
     return { rows, total };
   }
@@ -380,13 +380,13 @@ export class AuthStore {
   private async usersInIdRange(ids: number[], desc: boolean): Promise<UserRow[]> {
     if (!ids.length) return [];
     const [lo, hi] = desc ? [ids[ids.length - 1], ids[0]] : [ids[0], ids[ids.length - 1]];
-    return this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE id BETWEEN ? AND ? ORDER BY id ${desc ? 'DESC' : ''} LIMIT ?`, [lo, hi, ids.length]);
+    return this.db.all<UserRow>(`SELECT ${this.USER} FROM users WHERE id BETWEEN ? AND ? ORDER BY id ${desc ? 'DESC' : ''} LIMIT ?`, [lo, hi, ids.length]);
   }
 
   /** Rows of these ids, in this order. */
   private async usersByIds(ids: number[]): Promise<UserRow[]> {
     if (!ids.length) return [];
-    const rows = await this.db.all<UserRow>(`SELECT ${USER} FROM users WHERE ${inList('id')}`, [listParam(ids)]);
+    const rows = await this.db.all<UserRow>(`SELECT ${this.USER} FROM users WHERE ${this.db.inList('id')}`, [ids]);
     const byId = new Map(rows.map((r) => [r.id, r]));
     return ids.map((id) => byId.get(id)).filter((r): r is UserRow => r !== undefined);
   }
@@ -398,8 +398,8 @@ export class AuthStore {
 
   async insertUser(name: string, admin: boolean, created: string): Promise<void> {
     const staged = this.stage();
-    const { lastID } = await this.db.run('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
-    staged.added.push({ id: lastID, name });
+    const id = await this.db.insert('INSERT INTO users (name, admin, created) VALUES (?, ?, ?)', [name, admin ? 1 : 0, created]);
+    staged.added.push({ id, name });
   }
 
   /** Many new users in a few multi-row INSERTs (a bulk create of thousands: one statement per 500, not per user). */
@@ -416,12 +416,12 @@ export class AuthStore {
 
   /** Whether it changed (a login that says the same again writes nothing). */
   async setUserInfo(name: string, json: string): Promise<boolean> {
-    return (await this.db.run('UPDATE users SET user_info = ? WHERE name = ? AND user_info IS NOT ?', [json, name, json])).changes > 0;
+    return (await this.db.run('UPDATE users SET user_info = ? WHERE name = ? AND user_info IS DISTINCT FROM ?', [json, name, json])).changes > 0;
   }
 
   /** Authenticator.manage_roles: true when the roles changed. */
   async setManagedRoles(name: string, json: string): Promise<boolean> {
-    return (await this.db.run('UPDATE users SET managed_roles = ? WHERE name = ? AND managed_roles IS NOT ?', [json, name, json])).changes > 0;
+    return (await this.db.run('UPDATE users SET managed_roles = ? WHERE name = ? AND managed_roles IS DISTINCT FROM ?', [json, name, json])).changes > 0;
   }
 
   async updateUser(name: string, changes: { name?: string; admin?: boolean }): Promise<void> {
@@ -464,7 +464,7 @@ export class AuthStore {
     const out = new Map<number, { users: string[]; count: number; lastId: number }>(groupIds.map((id) => [id, { users: [], count: 0, lastId: 0 }]));
     if (!groupIds.length) return out;
     const counts = await this.db.all<{ group_id: number; n: number }>(
-      `SELECT group_id, count(*) AS n FROM group_members WHERE ${inList('group_id')} GROUP BY group_id`, [listParam(groupIds)]);
+      `SELECT group_id, count(*) AS n FROM group_members WHERE ${this.db.inList('group_id')} GROUP BY group_id`, [groupIds]);
     const small: number[] = [];
     for (const c of counts) {
       out.get(c.group_id)!.count = c.n;
@@ -476,7 +476,7 @@ export class AuthStore {
     }
     if (small.length) {
       const rows = await this.db.all<{ group_id: number; id: number; name: string }>(
-        `SELECT m.group_id, u.id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE ${inList('m.group_id')} ORDER BY m.group_id, m.user_id`, [listParam(small)]);
+        `SELECT m.group_id, u.id, u.name FROM group_members m JOIN users u ON u.id = m.user_id WHERE ${this.db.inList('m.group_id')} ORDER BY m.group_id, m.user_id`, [small]);
       for (const r of rows) {
         const g = out.get(r.group_id)!;
         g.users.push(r.name);
@@ -497,16 +497,16 @@ export class AuthStore {
     if (!onlyNames) {
       return { rows: await this.db.all<GroupRow>('SELECT * FROM groups ORDER BY id LIMIT ? OFFSET ?', [limit, offset]), total: this.groupCount };
     }
-    const rows = await this.db.all<GroupRow>(`SELECT * FROM groups WHERE ${inList('name')} ORDER BY id LIMIT ? OFFSET ?`, [listParam(onlyNames), limit, offset]);
-    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM groups WHERE ${inList('name')}`, [listParam(onlyNames)]))!.n;
+    const rows = await this.db.all<GroupRow>(`SELECT * FROM groups WHERE ${this.db.inList('name')} ORDER BY id LIMIT ? OFFSET ?`, [onlyNames, limit, offset]);
+    const total = (await this.db.get<{ n: number }>(`SELECT count(*) AS n FROM groups WHERE ${this.db.inList('name')}`, [onlyNames]))!.n;
     return { rows, total };
   }
 
   async insertGroup(name: string): Promise<number> {
     const staged = this.stage();
-    const { lastID } = await this.db.run('INSERT INTO groups (name) VALUES (?)', [name]);
+    const id = await this.db.insert('INSERT INTO groups (name) VALUES (?)', [name]);
     staged.groups++;
-    return lastID;
+    return id;
   }
 
   async deleteGroup(id: number): Promise<void> {
@@ -517,12 +517,12 @@ export class AuthStore {
 
   async addMembers(groupId: number, userNames: string[]): Promise<void> {
     if (!userNames.length) return;
-    await this.db.run(`INSERT OR IGNORE INTO group_members (group_id, user_id) SELECT ?, id FROM users WHERE ${inList('name')}`, [groupId, listParam(userNames)]);
+    await this.db.run(`INSERT OR IGNORE INTO group_members (group_id, user_id) SELECT CAST(? AS BIGINT), id FROM users WHERE ${this.db.inList('name')}`, [groupId, userNames]);
   }
 
   async removeMembers(groupId: number, userNames: string[]): Promise<void> {
     if (!userNames.length) return;
-    await this.db.run(`DELETE FROM group_members WHERE group_id = ? AND user_id IN (SELECT id FROM users WHERE ${inList('name')})`, [groupId, listParam(userNames)]);
+    await this.db.run(`DELETE FROM group_members WHERE group_id = ? AND user_id IN (SELECT id FROM users WHERE ${this.db.inList('name')})`, [groupId, userNames]);
   }
 
   // ---- passwords, sessions, login failures ----
@@ -609,7 +609,7 @@ export class AuthStore {
   async failuresSince(keys: string[], sinceMs: number): Promise<Map<string, { n: number; last: number }>> {
     if (!keys.some((k) => this.failing.has(k))) return new Map();
     const rows = await this.db.all<{ key: string; n: number; last: number }>(
-      `SELECT key, count(*) AS n, max(at) AS last FROM login_failures WHERE ${inList('key')} AND at >= ? GROUP BY key`, [listParam(keys), sinceMs]);
+      `SELECT key, count(*) AS n, max(at) AS last FROM login_failures WHERE ${this.db.inList('key')} AND at >= ? GROUP BY key`, [(keys), sinceMs]);
     return new Map(rows.map((r) => [r.key, { n: r.n, last: r.last }]));
   }
 

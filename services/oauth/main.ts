@@ -1,6 +1,6 @@
 // The oauth actor: OAuth clients and authorization codes. Wiring only.
 import { actorClient, runActor, type ActorContext } from '../../shared/actor.js';
-import { storePath } from '../../shared/paths.js';
+import { storeLocation } from '../../shared/store.js';
 import { configuredServices } from '../../shared/roles.js';
 import { mirrorRuntimeServices } from '../../shared/runtime-services.js';
 import { isActive, mirrorServers, serverClientId } from '../../shared/servers.js';
@@ -14,7 +14,7 @@ import { OAuthStore } from './store.js';
 const HOUR_MS = 3_600_000;
 
 await runActor('oauth', async (ctx) => {
-  const store = await OAuthStore.open(storePath(ctx.config.Hub.data_dir, 'oauth'));
+  const store = await OAuthStore.open(storeLocation(ctx.config.Hub, 'oauth'));
   const tokens = actorClient(ctx, 'tokens');
   const auth = actorClient(ctx, 'auth');
   const keys = await SigningKeys.open(ctx.config.Hub.data_dir);

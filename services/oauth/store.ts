@@ -1,8 +1,37 @@
 // The oauth actor's own store: OAuth clients (secrets hashed) and authorization codes (kept only as
 // SHA-256 digests). The only file with SQL for them.
-import { Store } from '../../shared/store.js';
+import { Store, type Migration, type StoreLocation } from '../../shared/store.js';
 
-const MIGRATIONS = [
+const OIDC_CODES_AND_TABLES = `ALTER TABLE codes ADD COLUMN oidc_scopes TEXT NOT NULL DEFAULT '[]';
+   ALTER TABLE codes ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
+   CREATE TABLE oidc_grants (
+     token_id TEXT PRIMARY KEY,       -- the access token's id (a12) at the tokens actor
+     client_id TEXT NOT NULL,
+     user_name TEXT NOT NULL,
+     oidc_scopes TEXT NOT NULL,       -- JSON list
+     session_id TEXT NOT NULL,
+     expires_at INTEGER NOT NULL      -- ms: the access token's expiry
+   );
+   CREATE INDEX oidc_grants_by_expiry ON oidc_grants(expires_at);
+   CREATE TABLE refresh_tokens (
+     token_hash TEXT PRIMARY KEY,     -- SHA-256: the token itself is never stored
+     family TEXT NOT NULL,            -- the first token's hash: a reused one revokes the whole line
+     client_id TEXT NOT NULL,
+     user_name TEXT NOT NULL,
+     scopes TEXT NOT NULL,            -- JSON list of hub scopes
+     oidc_scopes TEXT NOT NULL,       -- JSON list
+     session_id TEXT NOT NULL,
+     access_token_id TEXT NOT NULL,   -- the access token issued with it
+     expires_at INTEGER NOT NULL,     -- ms
+     used_at INTEGER,                 -- ms: rotated (a second presentation revokes the family)
+     revoked INTEGER NOT NULL DEFAULT 0
+   );
+   CREATE INDEX refresh_by_family ON refresh_tokens(family);
+   CREATE INDEX refresh_by_access ON refresh_tokens(access_token_id);
+   CREATE INDEX refresh_by_session ON refresh_tokens(session_id);
+   CREATE INDEX refresh_by_expiry ON refresh_tokens(expires_at);`;
+
+const MIGRATIONS: Migration[] = [
   `CREATE TABLE clients (
      client_id TEXT PRIMARY KEY,
      secret_hash TEXT NOT NULL,       -- shared/secrets.ts format
@@ -33,7 +62,8 @@ const MIGRATIONS = [
    CREATE INDEX codes_by_expiry ON codes(expires_at);`,
   // OpenID Connect: clients that are not services (Hub.oauth_clients, kind 'tool': several redirect URIs, maybe
   // public), the OIDC scopes and nonce a code carries, what each access token was granted (userinfo), refresh tokens.
-  `CREATE TABLE clients_v2 (
+  {
+    sqlite: `CREATE TABLE clients_v2 (
      client_id TEXT PRIMARY KEY,
      secret_hash TEXT NOT NULL,       -- shared/secrets.ts format; '' for a public client
      kind TEXT NOT NULL CHECK (kind IN ('server', 'service', 'tool')),
@@ -54,34 +84,17 @@ const MIGRATIONS = [
      SELECT client_id, secret_hash, kind, description, redirect_uri, allowed_scopes, no_confirm, user_name, server_name, service, created, json_array(redirect_uri) FROM clients;
    DROP TABLE clients;
    ALTER TABLE clients_v2 RENAME TO clients;
-   ALTER TABLE codes ADD COLUMN oidc_scopes TEXT NOT NULL DEFAULT '[]';
-   ALTER TABLE codes ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
-   CREATE TABLE oidc_grants (
-     token_id TEXT PRIMARY KEY,       -- the access token's id (a12) at the tokens actor
-     client_id TEXT NOT NULL,
-     user_name TEXT NOT NULL,
-     oidc_scopes TEXT NOT NULL,       -- JSON list
-     session_id TEXT NOT NULL,
-     expires_at INTEGER NOT NULL      -- ms: the access token's expiry
-   );
-   CREATE INDEX oidc_grants_by_expiry ON oidc_grants(expires_at);
-   CREATE TABLE refresh_tokens (
-     token_hash TEXT PRIMARY KEY,     -- SHA-256: the token itself is never stored
-     family TEXT NOT NULL,            -- the first token's hash: a reused one revokes the whole line
-     client_id TEXT NOT NULL,
-     user_name TEXT NOT NULL,
-     scopes TEXT NOT NULL,            -- JSON list of hub scopes
-     oidc_scopes TEXT NOT NULL,       -- JSON list
-     session_id TEXT NOT NULL,
-     access_token_id TEXT NOT NULL,   -- the access token issued with it
-     expires_at INTEGER NOT NULL,     -- ms
-     used_at INTEGER,                 -- ms: rotated (a second presentation revokes the family)
-     revoked INTEGER NOT NULL DEFAULT 0
-   );
-   CREATE INDEX refresh_by_family ON refresh_tokens(family);
-   CREATE INDEX refresh_by_access ON refresh_tokens(access_token_id);
-   CREATE INDEX refresh_by_session ON refresh_tokens(session_id);
-   CREATE INDEX refresh_by_expiry ON refresh_tokens(expires_at);`,
+${OIDC_CODES_AND_TABLES}`,
+    // the same columns added in place (PostgreSQL alters a CHECK and adds columns without a rebuild)
+    postgres: `ALTER TABLE clients DROP CONSTRAINT clients_kind_check;
+   ALTER TABLE clients ADD CONSTRAINT clients_kind_check CHECK (kind IN ('server', 'service', 'tool'));
+   ALTER TABLE clients ADD COLUMN redirect_uris TEXT NOT NULL DEFAULT '[]';
+   ALTER TABLE clients ADD COLUMN post_logout_redirect_uris TEXT NOT NULL DEFAULT '[]';
+   ALTER TABLE clients ADD COLUMN public INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE clients ADD COLUMN require_nonce INTEGER NOT NULL DEFAULT 0;
+   UPDATE clients SET redirect_uris = json_build_array(redirect_uri)::text;
+${OIDC_CODES_AND_TABLES}`,
+  },
 ];
 
 export type ClientKind = 'server' | 'service' | 'tool';
@@ -108,8 +121,8 @@ export interface RefreshRow {
 export class OAuthStore {
   private constructor(private readonly db: Store) {}
 
-  static async open(path: string): Promise<OAuthStore> {
-    return new OAuthStore(await Store.open(path, MIGRATIONS));
+  static async open(where: string | StoreLocation): Promise<OAuthStore> {
+    return new OAuthStore(await Store.open(where, MIGRATIONS));
   }
 
   close(): Promise<void> {
@@ -193,7 +206,10 @@ export class OAuthStore {
   // ---- OpenID Connect: grants (what an access token may read at userinfo) and refresh tokens ----
 
   async insertGrant(g: GrantRow): Promise<void> {
-    await this.db.run('INSERT OR REPLACE INTO oidc_grants (token_id, client_id, user_name, oidc_scopes, session_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+    await this.db.run(
+      `INSERT INTO oidc_grants (token_id, client_id, user_name, oidc_scopes, session_id, expires_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (token_id) DO UPDATE SET client_id = excluded.client_id, user_name = excluded.user_name, oidc_scopes = excluded.oidc_scopes,
+         session_id = excluded.session_id, expires_at = excluded.expires_at`,
       [g.token_id, g.client_id, g.user_name, g.oidc_scopes, g.session_id, g.expires_at]);
   }
 

@@ -3,7 +3,7 @@ import { actorClient, runActor } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
 import { everyMember } from '../../shared/lists.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
-import { storePath } from '../../shared/paths.js';
+import { storeLocation } from '../../shared/store.js';
 import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import { mirrorRuntimeServices, serviceDirectory } from '../../shared/runtime-services.js';
 import { registerConfiguredTokens } from './config-tokens.js';
@@ -24,7 +24,7 @@ async function orNullWhenAbsent<T>(p: Promise<T>): Promise<T | null> {
 }
 
 await runActor('tokens', async (ctx) => {
-  const store = await TokenStore.open(storePath(ctx.config.Hub.data_dir, 'tokens'));
+  const store = await TokenStore.open(storeLocation(ctx.config.Hub, 'tokens'));
   const auth = actorClient(ctx, 'auth');
   const oauth = actorClient(ctx, 'oauth');
   // this actor writes hub_services; its copy (live, so another node's reload is seen too) answers whose a token is

@@ -1,8 +1,19 @@
 // The tokens actor's own store: API tokens as prefix + salted hash, and the shares and share codes that add
 // to a grantee's scopes. The only file with SQL for them.
-import { Store } from '../../shared/store.js';
+import { Store, type Migration, type StoreLocation } from '../../shared/store.js';
 
-const MIGRATIONS = [
+// Tokens that left (revoked, expired, their owner deleted), remembered a while so the gateway can tell a revoked
+// token of this hub from a token that never was one (a server's own) and refuse it at the front door while
+// servers may still hold its answer in their caches. Every way a token row goes passes through a trigger.
+const REVOKED_TOKENS = `CREATE TABLE revoked_tokens (
+     prefix TEXT NOT NULL,
+     hashed TEXT NOT NULL,
+     revoked_at TEXT NOT NULL
+   );
+   CREATE INDEX revoked_tokens_by_prefix ON revoked_tokens(prefix);
+   CREATE INDEX revoked_tokens_by_time ON revoked_tokens(revoked_at);`;
+
+const MIGRATIONS: Migration[] = [
   `CREATE TABLE tokens (
      id INTEGER PRIMARY KEY,
      prefix TEXT NOT NULL,
@@ -50,19 +61,17 @@ const MIGRATIONS = [
    );
    CREATE INDEX share_codes_by_prefix ON share_codes(prefix);
    CREATE INDEX share_codes_by_server ON share_codes(owner, server_name);`,
-  // Tokens that left (revoked, expired, their owner deleted), remembered a while so the gateway can tell a revoked
-  // token of this hub from a token that never was one (a server's own) and refuse it at the front door while
-  // servers may still hold its answer in their caches. Every way a token row goes passes through this trigger.
-  `CREATE TABLE revoked_tokens (
-     prefix TEXT NOT NULL,
-     hashed TEXT NOT NULL,
-     revoked_at TEXT NOT NULL
-   );
-   CREATE INDEX revoked_tokens_by_prefix ON revoked_tokens(prefix);
-   CREATE INDEX revoked_tokens_by_time ON revoked_tokens(revoked_at);
+  { sqlite: `${REVOKED_TOKENS}
    CREATE TRIGGER tokens_remember_revoked AFTER DELETE ON tokens BEGIN
      INSERT INTO revoked_tokens (prefix, hashed, revoked_at) VALUES (old.prefix, old.hashed, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
    END;`,
+  postgres: `${REVOKED_TOKENS}
+   CREATE FUNCTION tokens_remember_revoked() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+     INSERT INTO revoked_tokens (prefix, hashed, revoked_at)
+       VALUES (old.prefix, old.hashed, to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+     RETURN old;
+   END $$;
+   CREATE TRIGGER tokens_remember_revoked AFTER DELETE ON tokens FOR EACH ROW EXECUTE FUNCTION tokens_remember_revoked();` },
 ];
 
 export interface ShareRow {
@@ -95,8 +104,8 @@ export type ImportCounts = Record<string, { added: number; updated: number }>;
 export class TokenStore {
   private constructor(private readonly db: Store) {}
 
-  static async open(path: string): Promise<TokenStore> {
-    return new TokenStore(await Store.open(path, MIGRATIONS));
+  static async open(where: string | StoreLocation): Promise<TokenStore> {
+    return new TokenStore(await Store.open(where, MIGRATIONS));
   }
 
   close(): Promise<void> {
@@ -138,11 +147,10 @@ export class TokenStore {
   }
 
   async insert(t: NewToken): Promise<number> {
-    const { lastID } = await this.db.run(
+    return this.db.insert(
       `INSERT INTO tokens (prefix, hashed, owner_kind, owner_name, scopes, note, created, expires_at, session_id, oauth_client, source)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [t.prefix, t.hashed, t.owner_kind, t.owner_name, t.scopes, t.note, t.created, t.expires_at, t.session_id, t.oauth_client, t.source]);
-    return lastID;
   }
 
   async delete(id: number): Promise<boolean> {
@@ -198,6 +206,7 @@ export class TokenStore {
     // rows travel as one JSON array of arrays per statement (read by position: no field names to parse per row)
     const pack = <T>(list: T[], fields: readonly (keyof T)[]) => JSON.stringify(list.map((r) => fields.map((f) => r[f])));
     const at = (fields: readonly string[]) => (f: string) => `j.value->>${fields.indexOf(f)}`;
+    if (this.db.dialect !== 'sqlite') throw new Error('the import writes a copy of a SQLite store');
     return this.db.transaction(async () => {
       const count = async (sql: string, param: string) => (await this.db.get<{ n: number }>(sql, [param]))!.n;
       const TOKEN = ['id', 'prefix', 'hashed', 'owner_kind', 'owner_name', 'scopes', 'note', 'created', 'last_activity', 'expires_at', 'session_id', 'oauth_client'] as const;
@@ -268,15 +277,15 @@ export class TokenStore {
   /** Shares granted to a user directly or to any of the given groups, not expired at `now`. */
   async sharesFor(user: string | null, groups: readonly string[], now: string): Promise<ShareRow[]> {
     const clauses: string[] = [];
-    const params: string[] = [];
+    const params: (string | readonly string[])[] = [];
     if (user !== null) {
       clauses.push("(grantee_kind = 'user' AND grantee = ?)");
       params.push(user);
     }
     if (groups.length) {
-      // one JSON parameter: a person may be in more groups than SQLite takes parameters
-      clauses.push("(grantee_kind = 'group' AND grantee IN (SELECT value FROM json_each(?)))");
-      params.push(JSON.stringify(groups));
+      // one list parameter: a person may be in more groups than SQLite takes parameters
+      clauses.push(`(grantee_kind = 'group' AND ${this.db.inList('grantee')})`);
+      params.push(groups);
     }
     if (!clauses.length) return [];
     return this.db.all<ShareRow>(`SELECT * FROM shares WHERE (${clauses.join(' OR ')}) AND ${LIVE} ORDER BY created_at, id`, [...params, now]);
@@ -348,7 +357,7 @@ export class TokenStore {
   async nextExpiry(now: string): Promise<string | null> {
     const row = await this.db.get<{ at: string | null }>(
       `SELECT min(at) AS at FROM (SELECT min(expires_at) AS at FROM shares WHERE expires_at > ?
-         UNION ALL SELECT min(expires_at) AS at FROM share_codes WHERE expires_at > ?)`, [now, now]);
+         UNION ALL SELECT min(expires_at) AS at FROM share_codes WHERE expires_at > ?) AS e`, [now, now]);
     return row?.at ?? null;
   }
 
@@ -363,10 +372,9 @@ export class TokenStore {
   // ---- share codes -------------------------------------------------------
 
   async insertCode(c: Omit<ShareCodeRow, 'id' | 'exchange_count' | 'last_exchanged_at'>): Promise<number> {
-    const { lastID } = await this.db.run(
+    return this.db.insert(
       'INSERT INTO share_codes (prefix, hashed, owner, server_name, scopes, created_at, created_by, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
       [c.prefix, c.hashed, c.owner, c.server_name, c.scopes, c.created_at, c.created_by, c.expires_at]);
-    return lastID;
   }
 
   codeById(id: number): Promise<ShareCodeRow | undefined> {

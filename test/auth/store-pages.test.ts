@@ -1,15 +1,14 @@
 // The auth store's pages of users against a plain list: id pages are read as id ranges, so they must stay
 // exact with gaps left by deleted users, in both directions, and each row must carry its own groups only (one statement: the groups come from a correlated subquery).
 import test from 'ava';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { AuthStore } from '../../services/auth/store.js';
+import { BACKENDS, storeBackends } from '../store-backends.js';
 
-test('auth store: id pages are exact around deleted users, both ways, and carry each user\'s own groups', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'hub-auth-pages-'));
-  const store = await AuthStore.open(join(dir, 'auth.sqlite'));
-  t.teardown(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); });
+const stores = storeBackends(test);
+
+for (const backend of BACKENDS) test(`auth store (${backend}): id pages are exact around deleted users, both ways, and carry each user's own groups`, async (t) => {
+  const store = await AuthStore.open(await stores.location(t, backend, 'auth'));
+  t.teardown(() => store.close());
   const names = Array.from({ length: 120 }, (_, i) => `u${String(i).padStart(3, '0')}`);
   await store.transaction(() => store.insertUsers(names, false, new Date().toISOString()));
   // gaps: every seventh user and a run in the middle are gone

@@ -13,6 +13,7 @@ import { CODE_LIFETIME_MS, createOAuthHandlers, pkceMatches, serviceClientSpecs 
 import { createOidc } from '../../services/oauth/oidc.js';
 import { SigningKeys } from '../../services/oauth/signing-keys.js';
 import { OAuthStore } from '../../services/oauth/store.js';
+import { BACKENDS, storeBackends, type Backend } from '../store-backends.js';
 
 /** Mints numbered tokens and records revocations, as the tokens actor would answer. */
 function fakeTokens() {
@@ -35,12 +36,12 @@ function fakeTokens() {
   return { client, revoked, revokedClients };
 }
 
-async function setup(t: { teardown: (fn: () => void) => void }) {
+const stores = storeBackends(test);
+
+async function setup(t: { teardown: (fn: () => void | Promise<void>) => void }, backend: Backend) {
   const dir = mkdtempSync(join(tmpdir(), 'hub-oauth-'));
-  const store = await OAuthStore.open(join(dir, 'oauth.sqlite'));
-  t.teardown(() => {
-    void store.close().finally(() => rmSync(dir, { recursive: true, force: true }));
-  });
+  const store = await OAuthStore.open(await stores.location(t, backend, 'oauth'));
+  t.teardown(() => store.close().finally(() => rmSync(dir, { recursive: true, force: true })));
   const tokens = fakeTokens();
   const config = { Hub: { oauth_token_expires_in: 0, cookie_max_age_days: 14, oidc_issuer: 'http://hub.test/hub' } } as unknown as HubConfig;
   const audit = { publish: async () => undefined, publishMany: async () => undefined };
@@ -70,8 +71,8 @@ const oauthError = async (p: Promise<unknown>) => {
 };
 
 // serial: it moves the clock (Date.now) for everything running meanwhile
-test.serial('oauth codes: a code older than 300 s is refused', async (t) => {
-  const { h } = await setup(t);
+for (const backend of BACKENDS) test.serial(`oauth codes: a code older than 300 s is refused (${backend})`, async (t) => {
+  const { h } = await setup(t, backend);
   const realNow = Date.now;
   const issued = await code(h);
   t.true(issued.expires_at_ms - realNow() <= CODE_LIFETIME_MS);
@@ -83,8 +84,8 @@ test.serial('oauth codes: a code older than 300 s is refused', async (t) => {
   }
 });
 
-test('oauth codes: two exchanges racing for one code: one token at most, and it is revoked', async (t) => {
-  const { h, tokens } = await setup(t);
+for (const backend of BACKENDS) test(`oauth codes: two exchanges racing for one code: one token at most, and it is revoked (${backend})`, async (t) => {
+  const { h, tokens } = await setup(t, backend);
   for (let round = 0; round < 5; round++) {
     tokens.revoked.length = 0;
     const { code: c } = await code(h);
@@ -97,8 +98,8 @@ test('oauth codes: two exchanges racing for one code: one token at most, and it 
   }
 });
 
-test('oauth codes: the secret is checked, stored only hashed, and the code only as a digest', async (t) => {
-  const { h, store } = await setup(t);
+for (const backend of BACKENDS) test(`oauth codes: the secret is checked, stored only hashed, and the code only as a digest (${backend})`, async (t) => {
+  const { h, store } = await setup(t, backend);
   t.is(await oauthError(exchange(h, (await code(h)).code, { client_secret: 'wrong' })), '401 HUB_ERR_OAUTH_INVALID_CLIENT');
   const row = await store.client('hub-user-ann');
   t.false(row!.secret_hash.includes('server-secret'));
@@ -128,8 +129,8 @@ test('oauth clients: services with a url or an OAuth option become clients with 
   t.like(specs[1], { redirect_uri: 'https://ext.example/cb', allowed_scopes: ['read:users', 'access:services!service=ext'], no_confirm: true });
 });
 
-test('oauth clients: stale ones are removed with their tokens', async (t) => {
-  const { h, store, tokens } = await setup(t);
+for (const backend of BACKENDS) test(`oauth clients: stale ones are removed with their tokens (${backend})`, async (t) => {
+  const { h, store, tokens } = await setup(t, backend);
   await h.syncServiceClients([{ name: 'a', url: 'http://127.0.0.1:1', api_token: 'a-token-1234' }, { name: 'b', url: 'http://127.0.0.1:1', api_token: 'b-token-1234' }]);
   await h.syncServiceClients([{ name: 'a', url: 'http://127.0.0.1:1', api_token: 'a-token-1234' }]);
   t.truthy(await store.client('service-a'));

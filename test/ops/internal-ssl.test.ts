@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import test from 'ava';
 import { connect, type NatsConnection } from 'nats';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
+import { validateConfig } from '../../shared/config.js';
+import { offMachineNatsPeers } from '../../shared/internal-ssl.js';
 import { natsServiceName } from '../../shared/subjects.js';
 import { clusterPorts, memberOptions, nodeConfig } from '../scale/helpers.js';
 import { freePort, NATS_ADMIN, NATS_TOKEN, runHubCommand, startHub, stopChild, waitFor, type HubUnderTest } from '../harness.js';
@@ -192,4 +194,12 @@ test('internal ssl: two cluster members share the CA and route to each other ove
     await Promise.all(nodes.map((n) => n.stop()));
     rmSync(certs, { recursive: true, force: true });
   }
+});
+
+test('internal ssl: NATS traffic that leaves the machine is named (for the start\'s one warning); loopback is not', (t) => {
+  const peers = (hub: Record<string, unknown>) => offMachineNatsPeers(validateConfig({ Hub: hub }));
+  t.deepEqual(peers({}), []);
+  t.deepEqual(peers({ nats_cluster_port: 6222, nats_routes: ['nats://127.0.0.1:6223'] }), []);
+  t.deepEqual(peers({ nats_cluster_port: 6222, nats_cluster_ip: '10.0.0.1', nats_routes: ['nats://10.0.0.2:6222', 'nats://node-c:6222'] }), ['10.0.0.2', 'node-c', '10.0.0.1']);
+  t.deepEqual(peers({ nats_url: 'nats://127.0.0.1:4222,nats://nats.example:4222' }), ['nats.example']);
 });
