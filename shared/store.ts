@@ -9,6 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import sqlite3 from 'sqlite3';
 import type pgTypes from 'pg';
+import { errors } from './errors.js';
 import { storePath } from './paths.js';
 
 export type Row = Record<string, unknown>;
@@ -298,6 +299,20 @@ export function postgresDdl(sql: string): string {
     .replace(/\bTEXT\b/g, 'TEXT COLLATE "C"');
 }
 
+/**
+ * Whether an error means the database cannot be reached now (down, restarting, out of connections) rather than
+ * that the statement was wrong: such a request is answered 503 "try again shortly", and the pool reconnects by itself.
+ */
+export function databaseUnreachable(e: unknown): boolean {
+  const { code, message } = (e ?? {}) as { code?: string; message?: string };
+  if (code && (/^(08|57P0)/.test(code) || code === '53300' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH'].includes(code))) return true;
+  return /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed/i.test(message ?? '');
+}
+
+const unreachableAsUnavailable = (e: unknown): never => {
+  throw databaseUnreachable(e) ? errors.unavailable('The database', e) : e;
+};
+
 type PgPool = pgTypes.Pool;
 type PgClient = pgTypes.PoolClient;
 
@@ -379,35 +394,47 @@ class PostgresEngine implements Engine {
     return client && this.open.has(client) ? client : this.pool;
   }
 
+  /** Every statement goes through here: an unreachable database becomes a 503 for the caller. */
+  private query<T extends pgTypes.QueryResultRow>(sql: string, params?: Param[]): Promise<pgTypes.QueryResult<T>> {
+    return this.runner().query<T>(sql, params as unknown[] | undefined).catch(unreachableAsUnavailable);
+  }
+
   async exec(sql: string): Promise<void> {
-    await this.runner().query(sql);
+    await this.query(sql);
   }
 
   async run(sql: string, params: Param[]): Promise<{ changes: number; lastID: number }> {
-    const r = await this.runner().query(toPostgres(sql), params as unknown[]);
+    const r = await this.query(toPostgres(sql), params);
     return { changes: r.rowCount ?? 0, lastID: 0 };
   }
 
   async insert(sql: string, params: Param[]): Promise<number> {
-    const r = await this.runner().query<{ id: number }>(`${toPostgres(sql)} RETURNING id`, params as unknown[]);
+    const r = await this.query<{ id: number }>(`${toPostgres(sql)} RETURNING id`, params);
     return r.rows[0].id;
   }
 
   async all<T>(sql: string, params: Param[]): Promise<T[]> {
-    return (await this.runner().query(toPostgres(sql), params as unknown[])).rows as T[];
+    return (await this.query(toPostgres(sql), params)).rows as T[];
+  }
+
+  private connect(): Promise<PgClient> {
+    return this.pool.connect().catch(unreachableAsUnavailable);
   }
 
   transaction<T>(work: () => Promise<T>): Promise<T> {
     const next = this.queue.then(async () => {
       for (let attempt = 1; ; attempt++) {
-        const client = await this.pool.connect();
+        const client = await this.connect();
         let broken = false;
         try {
-          await client.query('BEGIN');
+          await client.query('BEGIN').catch((e) => {
+            broken = true; // not handed back to the pool: its connection may be gone
+            return unreachableAsUnavailable(e);
+          });
           this.open.add(client);
           try {
             const result = await this.inTransaction.run(client, work);
-            await client.query('COMMIT');
+            await client.query('COMMIT').catch(unreachableAsUnavailable);
             return result;
           } catch (e) {
             await client.query('ROLLBACK').catch(() => { broken = true; });
@@ -430,7 +457,7 @@ class PostgresEngine implements Engine {
   }
 
   async snapshot<T>(work: (reader: Store) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const client = await this.connect();
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       this.open.add(client);

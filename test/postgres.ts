@@ -2,7 +2,7 @@
 // on a free port of 127.0.0.1 with a password (scram-sha-256). If it cannot start, the test fails saying why.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './harness.js';
@@ -14,6 +14,9 @@ export interface PostgresUnderTest {
   url(database: string): string;
   /** CREATE DATABASE */
   createDatabase(name: string): Promise<void>;
+  /** Stops the server (its data kept), as when PostgreSQL itself goes down; `resume` starts it again on the same port. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -37,9 +40,10 @@ export async function startPostgres(): Promise<PostgresUnderTest> {
   chownSync(pwfile, uid, gid);
   const data = join(dir, 'data');
   const port = await freePort();
+  const start = () => asPostgres([join(BIN, 'pg_ctl'), '-D', data, '-l', join(dir, 'log'), '-o', `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off`, '-w', '-t', '30', 'start']);
   try {
     asPostgres([join(BIN, 'initdb'), '-D', data, '-A', 'scram-sha-256', `--pwfile=${pwfile}`, '-U', 'postgres', '--no-sync']);
-    asPostgres([join(BIN, 'pg_ctl'), '-D', data, '-l', join(dir, 'log'), '-o', `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off`, '-w', '-t', '30', 'start']);
+    start();
   } catch (e) {
     rmSync(dir, { recursive: true, force: true });
     throw e;
@@ -57,9 +61,13 @@ export async function startPostgres(): Promise<PostgresUnderTest> {
         await client.end();
       }
     },
+    pause() {
+      asPostgres([join(BIN, 'pg_ctl'), '-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']);
+    },
+    resume: start,
     async stop() {
       try {
-        asPostgres([join(BIN, 'pg_ctl'), '-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']);
+        if (existsSync(join(data, 'postmaster.pid'))) asPostgres([join(BIN, 'pg_ctl'), '-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

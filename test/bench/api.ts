@@ -175,17 +175,34 @@ async function benchTarget(label: string, url: string, admin: string, pagination
   return figures;
 }
 
-async function benchOurs(): Promise<HubFigures> {
+/**
+ * Our hub, and the same hub with Hub.internal_ssl (every NATS connection TLS with client certificates), side by side:
+ * both populated, then each case measured on one and at once on the other, so the machine's drift hits both alike.
+ */
+async function benchOurs(): Promise<{ plain: HubFigures; tls?: HubFigures }> {
   const admin = newAdminToken();
-  return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000 }), (hub) =>
-    benchTarget('ours', hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
-}
-
-/** Our hub with Hub.internal_ssl (every NATS connection TLS with client certificates), in the same run as `ours`. */
-async function benchOursInternalSsl(): Promise<HubFigures> {
-  const admin = newAdminToken();
-  return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin, { internal_ssl: true }), healthTimeoutMs: 30_000 }), (hub) =>
-    benchTarget('ours+tls', hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
+  const start = (hub: Record<string, unknown>) => () => startHub({ config: ourConfig(admin, hub), healthTimeoutMs: 30_000 });
+  return withServer<HubUnderTest, { plain: HubFigures; tls?: HubFigures }>(start({}), (plain) =>
+    withServer<HubUnderTest, { plain: HubFigures; tls?: HubFigures }>(start({ internal_ssl: true }), async (tls) => {
+      const hubs = [{ label: 'ours', hub: plain }, { label: 'ours+tls', hub: tls }];
+      const figures: HubFigures[] = [];
+      const targets: Target[] = [];
+      for (const { label, hub } of hubs) {
+        log(`${label}: creating ${USERS} users`);
+        const created = await createUsers(hub.url, admin, 0, USERS);
+        log(`${label}: ${created.toFixed(0)} users/s created`);
+        targets.push({ label, url: hub.url, admin, user: await createToken(hub.url, admin, ORDINARY), paginationType: 'application/hub-pagination+json' });
+        figures.push({ created, results: {} });
+      }
+      for (const { hub } of hubs) await waitForQuiet(hub.proc.pid!, log);
+      figures[0].rssBefore = rssMB(plain.children().gateway);
+      // which hub goes first alternates from case to case, so neither always meets a machine just warmed by the other
+      for (const [k, c] of CASES.entries()) {
+        for (const i of k % 2 ? [1, 0] : [0, 1]) figures[i].results[c.key] = await measure(targets[i], c);
+      }
+      figures[0].rssAfter = rssMB(plain.children().gateway);
+      return { plain: figures[0], tls: figures[1] };
+    }));
 }
 
 /** The same hub at an earlier commit (BENCH_BASELINE), with the same configuration, in the same run. */
@@ -240,8 +257,8 @@ export async function api(): Promise<void> {
   log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run`);
   // BENCH_API_ONLY=internal-ssl: only our hub with and without Hub.internal_ssl (the goal: TLS costs at most 10 %)
   const onlyInternalSsl = process.env.BENCH_API_ONLY === 'internal-ssl';
-  const ours = await attempt('our hub', benchOurs);
-  const oursTls = await attempt('our hub with Hub.internal_ssl', benchOursInternalSsl);
+  const pair = await attempt('our hub, without and with Hub.internal_ssl', benchOurs);
+  const [ours, oursTls] = [pair?.plain, pair?.tls];
   const baselineRev = onlyInternalSsl ? undefined : process.env.BENCH_BASELINE;
   const baseline = baselineRev ? await attempt(`baseline ${baselineRev}`, () => benchBaseline(baselineRev)) : undefined;
   const theirs = onlyInternalSsl ? undefined : await attempt('jupyterhub', benchTheirs);

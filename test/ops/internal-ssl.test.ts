@@ -189,6 +189,8 @@ test('internal ssl: two cluster members share the CA and route to each other ove
     t.false(peer.heard.includes('PONG'));
     t.true(peer.closed);
     t.is(statSync(join(certs, 'ca.key')).mode & 0o777, 0o600);
+    // the routes' credentials (the hub's NATS secret) are in their URLs: nats-server must not log them
+    for (const node of nodes) t.false(node.logs().includes(NATS_TOKEN), 'the NATS secret in a node\'s log');
   } finally {
     await Promise.all(ncs.map((nc) => nc.close().catch(() => undefined)));
     await Promise.all(nodes.map((n) => n.stop()));

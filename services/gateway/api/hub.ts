@@ -8,6 +8,7 @@ import { isPlainObject, jsonBody, onlyKeys, serviceResource, type ApiDeps } from
 import { serviceModel, userModel } from './models.js';
 import { pageBody, parsePage } from './pagination.js';
 import type { Route } from './router.js';
+import type { Identity } from '../caches.js';
 
 /** GET /hub/api, asked by every client that checks versions (and by load balancers): the answer is made once. */
 const ROOT_ANSWER = JSON.stringify({ version: API_VERSION, hub_version: HUB_VERSION });
@@ -24,13 +25,19 @@ export function hubRoutes(deps: ApiDeps): Route[] {
   });
   /**
    * whoami is what every single-user server and service asks on each cache miss: its scope set (with
-   * the identify scopes) and the sorted list are computed once per cached identity, not per request.
+   * the identify scopes) and the sorted list, as JSON text, are made once per cached identity, not per request
+   * (the list is most of the answer: 15 scopes for a person's own token, 60 for an admin's).
    */
-  const whoamiScopes = new WeakMap<ReadonlySet<string>, { held: Set<string>; sorted: string[] }>();
+  const whoamiScopes = new WeakMap<ReadonlySet<string>, { held: Set<string>; scopesJson: string }>();
   const forWhoami = (held: ReadonlySet<string>, owner: { kind: 'user' | 'service'; name: string }) => {
     let w = whoamiScopes.get(held);
-    if (!w) whoamiScopes.set(held, (w = { held: new Set([...held, ...expandScopes(identifyScopes(owner), owner)]), sorted: [...held].sort() }));
+    if (!w) whoamiScopes.set(held, (w = { held: new Set([...held, ...expandScopes(identifyScopes(owner), owner)]), scopesJson: JSON.stringify([...held].sort()) }));
     return w;
+  };
+  /** The model's JSON with `scopes`, `token_id` and `session_id` after its own keys, the list's text spliced in. */
+  const whoamiBody = (model: Record<string, unknown> | null, scopesJson: string, id: Identity): string => {
+    const m = JSON.stringify(model ?? {});
+    return `${m.length > 2 ? `${m.slice(0, -1)},` : '{'}"scopes":${scopesJson},"token_id":${JSON.stringify(id.tokenId || null)},"session_id":${JSON.stringify(id.sessionId || null)}}`;
   };
   return [
     {
@@ -47,17 +54,16 @@ export function hubRoutes(deps: ApiDeps): Route[] {
       async handle(req) {
         const id = req.identity!;
         // identify scopes are added for this answer only, so the model always names the requester
-        const { held, sorted } = forWhoami(req.held, id.owner);
-        const extra = { scopes: sorted, token_id: id.tokenId || null, session_id: id.sessionId || null };
+        const { held, scopesJson } = forWhoami(req.held, id.owner);
         if (id.owner.kind === 'service') {
           const svc = services.get(id.owner.name);
           if (!svc) throw errors.forbidden();
-          req.reply.json(200, { ...serviceModel(held, svc, book), ...extra });
+          req.reply.send(200, whoamiBody(serviceModel(held, svc, book), scopesJson, id), JSON_TYPE);
           return;
         }
         const user = await users.get(id.owner.name);
         if (!user) throw errors.forbidden();
-        req.reply.json(200, { ...userModel(held, user, book, servers.of(user.name), { subdomains: deps.subdomains }), ...extra });
+        req.reply.send(200, whoamiBody(userModel(held, user, book, servers.of(user.name), { subdomains: deps.subdomains }), scopesJson, id), JSON_TYPE);
       },
     },
     {
