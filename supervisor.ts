@@ -20,6 +20,7 @@ import { portInUse } from './shared/ports.js';
 import { CRYPT_KEY_ENV, newToken, parseCryptKeys } from './shared/secrets.js';
 import type { ServiceConfig } from './shared/roles.js';
 import { servicePrefix } from './shared/servers.js';
+import { serviceCallbackUrl, subdomainsOf } from './shared/subdomains.js';
 import { announceReady } from './shared/ready-line.js';
 import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
@@ -109,6 +110,7 @@ function lookupUser(name: string): { uid: number; gid: number } {
 function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: NodeJS.ProcessEnv): ChildSpec {
   const apiUrl = internalHubUrl(config, '/hub/api');
   const prefix = servicePrefix(svc.name);
+  const subdomains = subdomainsOf(config);
   const access = JSON.stringify([`access:services!service=${svc.name}`]);
   const command = Array.isArray(svc.command) ? svc.command : ['/bin/sh', '-c', svc.command as string];
   let ids: { uid?: number; gid?: number } = {};
@@ -125,7 +127,9 @@ function managedServiceSpec(config: HubConfig, svc: ServiceConfig, baseEnv: Node
       HUB_OAUTH_SCOPES: access, HUB_OAUTH_ACCESS_SCOPES: access,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: JSON.stringify(svc.oauth_client_allowed_scopes ?? []),
       HUB_CLIENT_ID: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`,
-      HUB_OAUTH_CALLBACK_URL: typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : `${prefix}oauth_callback`,
+      HUB_OAUTH_CALLBACK_URL: serviceCallbackUrl(subdomains, svc),
+      // with per-user subdomains the service is at a host of its own: its links and OAuth redirects name the hub's
+      HUB_HOST: subdomains?.hubOrigin ?? '',
     } as Record<string, string>, config.Hub.env_prefix_aliases) },
   };
 }

@@ -97,6 +97,9 @@ export const SCHEMA = {
     authenticator_class: { kind: 'string', default: 'password', help: 'how people log in', choices: ['password', 'dummy', 'pam', 'ldap', 'oauth', 'shared-password'] },
     base_url: { kind: 'string', default: '/', help: 'the path prefix the whole hub is served under, e.g. /jupyter/ (pages and API under /jupyter/hub/, servers under /jupyter/user/<name>/; other paths redirect into it)', check: (v: string) => { const why = invalidBaseUrlReason(v); return why ? [`Hub.base_url: ${JSON.stringify(v)}: ${why}`] : []; } },
     public_url: { kind: 'string', default: '', help: 'the URL browsers use to reach the hub, e.g. https://hub.example.org or https://example.org/jupyter/ (its path, if any, must be Hub.base_url; default http://<ip>:<port>)' },
+    subdomain_host: { kind: 'string', default: '', help: 'serve each user\'s servers on a host of their own under this one, as the established hub\'s JupyterHub.subdomain_host: "https://hub.example.org" puts the hub\'s pages at that host and alice\'s servers at https://alice.hub.example.org/user/alice/ (needs wildcard DNS, and a wildcard certificate for https); "" = every server under the hub\'s own host', check: checkSubdomainHost },
+    subdomain_hook: { kind: 'string', default: 'idna', help: 'how names become host labels with subdomain_host, as the established hub 6.1\'s: "idna" (names that are already valid labels as they are, other Unicode names IDNA-encoded, anything else a safe stub plus a hash; services at <name>--service.<host>) or "legacy" (percent-escapes with "_"; every service at services.<host>)', choices: ['idna', 'legacy'] },
+    cookie_host_prefix_enabled: { kind: 'boolean', default: false, help: 'the hub\'s login cookie and servers\' OAuth cookies are named "__Host-…" (Secure, path "/", never settable by a sibling host), which stops a user\'s server from planting cookies for the hub; meant with subdomain_host, and needs https' },
     cookie_secret: { kind: 'string', default: '', help: 'hex key (64 hex chars) for the login cookie; env HUB_COOKIE_SECRET; else generated once into <data_dir>/cookie_secret', check: (v: string) => (v && !/^[0-9a-fA-F]{64}$/.test(v) ? ['Hub.cookie_secret: expected 64 hex characters (32 bytes)'] : []) },
     cookie_max_age_days: { kind: 'number', default: 14, help: 'lifetime of the login cookie (and, by default, of OAuth tokens)', min: 0 },
     shutdown_on_logout: { kind: 'boolean', default: false, help: 'logging out stops the person\'s running servers first' },
@@ -354,6 +357,7 @@ function crossChecks(c: HubConfig): string[] {
   const publicPath = /^https?:\/\/[^/]+(\/.*)?$/.exec(h.public_url)?.[1] ?? '/';
   if (h.public_url && !/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(h.public_url)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} is not an http(s) URL without query or fragment`);
   else if (normaliseBaseUrl(publicPath) !== '/' && normaliseBaseUrl(publicPath) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.public_url: its path ${JSON.stringify(publicPath)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
+  if (h.subdomain_host && h.public_url && originOf(h.public_url) !== originOf(h.subdomain_host)) problems.push(`Hub.public_url: ${JSON.stringify(h.public_url)} must be at the host of Hub.subdomain_host (${JSON.stringify(h.subdomain_host)}): the hub's pages are there`);
   // HTTPS at the front door: files, or automatic (ACME), not both; the plain ports it adds differ from Hub.port
   if (Boolean(h.ssl_cert) !== Boolean(h.ssl_key)) problems.push(h.ssl_cert ? 'Hub.ssl_key: needed with Hub.ssl_cert' : 'Hub.ssl_cert: needed with Hub.ssl_key');
   if (h.ssl_cert && h.letsencrypt_domains.length) problems.push('Hub.letsencrypt_domains: not with Hub.ssl_cert (the certificate comes from the files or from the ACME CA, not both)');
@@ -373,6 +377,30 @@ function crossChecks(c: HubConfig): string[] {
 }
 
 /** User, group, service and server names: the rule every actor applies (see shared/names.ts). */
+const originOf = (url: string) => {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+};
+
+/** A base URL of http(s), a host name (no address: users' hosts are names under it), an optional port, nothing else. */
+function checkSubdomainHost(v: string): string[] {
+  if (!v) return [];
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    return [`Hub.subdomain_host: ${JSON.stringify(v)} is not a URL; expected e.g. "https://hub.example.org"`];
+  }
+  const problems: string[] = [];
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must start with https:// (or http://)`);
+  if (url.username || url.password || url.search || url.hash || url.pathname !== '/') problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must be only scheme, host and port, e.g. "https://hub.example.org"`);
+  if (isIP(url.hostname.replace(/^\[|\]$/g, '')) || !url.hostname.includes('.')) problems.push(`Hub.subdomain_host: ${JSON.stringify(v)} must name a host with a domain (users' servers are at <name>.${url.hostname}), not an address or a bare name`);
+  return problems;
+}
+
 function nameProblem(where: string, name: string): string[] {
   const why = invalidNameReason(name);
   return why ? [`${where}: invalid name ${JSON.stringify(name)} (${why})`] : [];
@@ -859,11 +887,14 @@ export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubCon
 /** Where the hub's own processes and the servers it starts reach the gateway: the listen address, or loopback when it listens on all. */
 /**
  * Where browsers reach the hub, without a trailing slash and without Hub.base_url (its origin): Hub.public_url's
- * origin, else its own address. Whole URLs are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
+ * origin, else Hub.subdomain_host (as the established hub defaults its public URL), else its own address. Whole URLs
+ * are this plus `hubUrl(path)` (shared/urls.ts): see `publicHubUrl`.
  */
 export function hubPublicUrl(config: HubConfig): string {
   const h = config.Hub;
   if (h.public_url) return new URL(h.public_url).origin;
+  // as the established hub defaults its public URL
+  if (h.subdomain_host) return new URL(h.subdomain_host).origin;
   if (!usesTls(config)) return hubInternalUrl(config);
   // HTTPS by default when the front door speaks it: the certified name, else the address it listens on
   const host = h.letsencrypt_domains[0] ?? listenHost(h.ip);

@@ -32,6 +32,7 @@ export interface HubOAuthConfig {
   accessScopes: string[];   // HUB_OAUTH_ACCESS_SCOPES: any one of them lets a user in ([] = any hub identity)
   cacheMaxAgeMs: number;    // HUB_CACHE_MAX_AGE (s), default 300
   allowTokenInUrl: boolean; // HUB_ALLOW_TOKEN_IN_URL, default false (as the established hub since 5.0)
+  hostPrefixCookies?: boolean; // HUB_COOKIE_HOST_PREFIX_ENABLED: cookies named `__Host-…` (Secure, path `/`), as the established hub's
 }
 
 /** pino-compatible; the library never logs tokens, codes or secrets. */
@@ -67,6 +68,7 @@ export function hubOAuthConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Hub
     accessScopes: scopes ? (JSON.parse(scopes) as string[]) : [],
     cacheMaxAgeMs: Number(env.HUB_CACHE_MAX_AGE ?? 300) * 1000,
     allowTokenInUrl: /^(1|true|yes)$/i.test(env.HUB_ALLOW_TOKEN_IN_URL ?? ''),
+    hostPrefixCookies: /^(1|true|yes)$/i.test(env.HUB_COOKIE_HOST_PREFIX_ENABLED ?? ''),
   };
 }
 
@@ -104,14 +106,18 @@ function isPageRequest(req: IncomingMessage, prefix: string): boolean {
 export class HubOAuth {
   private readonly sealer: CookieSealer;
   private readonly cache = new Map<string, { identity: HubIdentity | null; until: number }>();
+  private readonly tokenCookie: string;
   private readonly stateCookie: string;
   private readonly countCookie: string;
 
   constructor(readonly config: HubOAuthConfig, private readonly log?: ClientLog) {
     // the cookies are sealed under a key only this client knows: derived from its own API token
     this.sealer = new CookieSealer(createHmac('sha256', config.apiToken).update('cookie').digest('hex'));
-    this.stateCookie = `${config.clientId}-oauth-state`;
-    this.countCookie = `${config.clientId}-oauth-redirects`;
+    // `__Host-` cookies are kept by a browser only when this very host set them (Secure, path `/`): no sibling host plants one
+    const prefix = config.hostPrefixCookies ? '__Host-' : '';
+    this.tokenCookie = `${prefix}${config.clientId}`;
+    this.stateCookie = `${prefix}${config.clientId}-oauth-state`;
+    this.countCookie = `${prefix}${config.clientId}-oauth-redirects`;
   }
 
   /** Whether this request is for the OAuth callback (answer it with handleCallback). */
@@ -133,14 +139,14 @@ export class HubOAuth {
       this.refuse(req, res, 403, 'Missing or invalid credentials.');
       return null;
     }
-    const sealed = this.sealer.open<{ t: string }>(cookies[this.config.clientId]);
+    const sealed = this.sealer.open<{ t: string }>(cookies[this.tokenCookie]);
     if (sealed && typeof sealed.t === 'string') {
       const identity = await this.identify(sealed.t, cookies[SESSION_COOKIE] ?? '');
       if (identity) return this.admit(req, res, identity, cookies[this.countCookie] !== undefined);
       // expired or revoked (logout): forget it and start again
       this.log?.info({ event: 'hub_oauth.cookie_token_refused', client_id: this.config.clientId }, 'the hub no longer accepts the cookie token');
     }
-    const clear = cookies[this.config.clientId] !== undefined ? [this.cookie(req, this.config.clientId, '', 0)] : [];
+    const clear = cookies[this.tokenCookie] !== undefined ? [this.cookie(req, this.tokenCookie, '', 0)] : [];
     if (isPageRequest(req, this.config.prefix)) this.startLogin(req, res, Number(cookies[this.countCookie] ?? 0) || 0, clear);
     else this.refuse(req, res, 403, 'Missing or invalid credentials.', clear);
     return null;
@@ -152,7 +158,7 @@ export class HubOAuth {
    */
   async authenticateUpgrade(req: IncomingMessage): Promise<HubIdentity | null> {
     const cookies = parseCookies(req.headers.cookie);
-    const token = bearer(req) ?? new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? this.sealer.open<{ t: string }>(cookies[this.config.clientId])?.t;
+    const token = bearer(req) ?? new URL(req.url ?? '/', 'http://x').searchParams.get('token') ?? this.sealer.open<{ t: string }>(cookies[this.tokenCookie])?.t;
     if (typeof token !== 'string' || !token) return null;
     const identity = await this.identify(token, cookies[SESSION_COOKIE] ?? '');
     return identity && this.allowed(identity) ? identity : null;
@@ -182,7 +188,7 @@ export class HubOAuth {
     res.writeHead(302, {
       location: next,
       'set-cookie': [
-        this.cookie(req, this.config.clientId, this.sealer.seal({ t: token }), Math.max(1, Math.floor(expiresIn))),
+        this.cookie(req, this.tokenCookie, this.sealer.seal({ t: token }), Math.max(1, Math.floor(expiresIn))),
         this.cookie(req, this.stateCookie, '', 0),
       ],
     }).end();
@@ -267,6 +273,7 @@ export class HubOAuth {
 
   private cookie(req: IncomingMessage, name: string, value: string, maxAgeSeconds: number): string {
     const proto = String(req.headers['x-forwarded-proto'] ?? '').split(',').pop()?.trim();
+    if (this.config.hostPrefixCookies) return serializeCookie(name, value, { path: '/', maxAgeSeconds, httpOnly: true, secure: true, sameSite: 'Lax' });
     return serializeCookie(name, value, { path: this.config.prefix, maxAgeSeconds, httpOnly: true, secure: proto === 'https', sameSite: 'Lax' });
   }
 

@@ -44,8 +44,12 @@ export function decodeRoute(key: string, value: Uint8Array): Route | null {
   return isRoute(route) && route.routespec === routespecOfKey(key) ? route : null;
 }
 
-/** The route of a running single-user server (its `url` to its `target`), or null while it has none. */
-export function serverRoute(s: Pick<ServerRecord, 'user' | 'name' | 'url' | 'target' | 'state' | 'last_activity'>): Route | null {
+/**
+ * The route of a running single-user server (its `url` to its `target`), or null while it has none. `host`: its
+ * user's host with per-user subdomains (shared/subdomains.ts), making the routespec `<host>/user/<name>/` as the
+ * established hub's; '' without.
+ */
+export function serverRoute(s: Pick<ServerRecord, 'user' | 'name' | 'url' | 'target' | 'state' | 'last_activity'>, host = ''): Route | null {
   if (s.state !== 'running' || !s.target || !s.url?.startsWith('/') || !s.url.endsWith('/')) return null;
-  return { routespec: s.url, target: s.target, data: { user: s.user, server_name: s.name, last_activity: s.last_activity || null } };
+  return { routespec: `${host}${s.url}`, target: s.target, data: { user: s.user, server_name: s.name, last_activity: s.last_activity || null } };
 }

@@ -145,8 +145,11 @@ export function lastOutcome(r: ServerRecord): ProgressEvent | null {
   return null;
 }
 
-/** The server model of the API (seed "Server model", reference §5.2); `state` only for admin:server_state. */
-export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Record<string, unknown> {
+/**
+ * The server model of the API (seed "Server model", reference §5.2); `state` only for admin:server_state; `origin`:
+ * the user's host with per-user subdomains (shared/subdomains.ts), making `url` whole as the established hub's.
+ */
+export function serverModel(r: ServerRecord, o: { state?: boolean; origin?: string } = {}): Record<string, unknown> {
   const ready = r.state === 'running';
   return {
     name: r.name,
@@ -155,7 +158,7 @@ export function serverModel(r: ServerRecord, o: { state?: boolean } = {}): Recor
     ready,
     pending: r.state === 'spawn' ? 'spawn' : r.state === 'stop' ? 'stop' : null,
     stopped: !isActive(r),
-    url: r.url,
+    url: o.origin ? o.origin + r.url : r.url,
     progress_url: progressUrl(r.user, r.name),
     started: r.started || null,
     last_activity: r.last_activity || null,

@@ -23,8 +23,8 @@ const log = createLogger('singleuser').child({ user, server: serverName });
 const hubAuth = new HubOAuth(hubOAuthConfigFromEnv(), log);
 
 const startedAt = new Date().toISOString();
-/** The hub's home page, linked from this server's pages (the way back). */
-const hubHome = `${(process.env.HUB_BASE_URL || '/').replace(/\/?$/, '/')}hub/home`;
+/** The hub's home page, linked from this server's pages (the way back); at the hub's own host (HUB_HOST) with per-user subdomains. */
+const hubHome = `${process.env.HUB_HOST ?? ''}${(process.env.HUB_BASE_URL || '/').replace(/\/?$/, '/')}hub/home`;
 let lastActivity = startedAt;
 let reportedActivity = '';
 

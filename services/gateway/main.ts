@@ -2,6 +2,7 @@
 import { consumedEntities, subjects } from '../../shared/subjects.js';
 import { actorClient, runActor } from '../../shared/actor.js';
 import { decodeJson } from '../../shared/nats.js';
+import { subdomainsOf } from '../../shared/subdomains.js';
 
 import { roleBook } from '../../shared/roles.js';
 import { mirrorRuntimeServices, serviceDirectory } from '../../shared/runtime-services.js';
@@ -67,7 +68,8 @@ await runActor('gateway', async (ctx) => {
     callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }),
   }));
   // The routing table is complete before the gateway listens; after a reconnect it is loaded again.
-  const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6);
+  const subdomains = subdomainsOf(ctx.config);
+  const routes = await createRouting(ctx.nc, servers, ctx.log, ctx.rpcTimeoutMs * 6, subdomains);
   // configured services and, live, those added at run time (KV hub_services)
   const directory = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 6), ctx.log);
   ctx.onNatsStatus((type) => {
@@ -84,14 +86,14 @@ await runActor('gateway', async (ctx) => {
   const proxy = createProxy({
     routes: () => routes.table, activity, nc: ctx.nc, log: ctx.log,
     connectTimeoutMs: ctx.config.Proxy.connect_timeout * 1000, idleTimeoutMs: ctx.config.Proxy.idle_timeout * 1000,
-    keepAliveTimeoutMs: ctx.config.Proxy.keepalive_timeout * 1000,
+    keepAliveTimeoutMs: ctx.config.Proxy.keepalive_timeout * 1000, subdomains,
     gate: createTokenGate(identities, users).check,
   });
 
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
   const apiDeps = {
     config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
-    services: directory.all, directory, tokenUse,
+    services: directory.all, directory, tokenUse, subdomains,
   };
   const api = createApi(apiDeps);
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },

@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { AuditPublisher } from '../../shared/audit.js';
 import { currentRequest } from '../../shared/context.js';
 import type { HubConfig } from '../../shared/config.js';
-import { servicePrefix } from '../../shared/servers.js';
+import { serviceCallbackUrl, subdomainsOf, type Subdomains } from '../../shared/subdomains.js';
 import { errors, HubError } from '../../shared/errors.js';
 import type { CallContext, TokensClient } from '../../shared/contracts/index.js';
 import type { Logger } from '../../shared/log.js';
@@ -79,7 +79,7 @@ function clientMessage(row: ClientRow) {
  * option is a client `service-<name>` (or its `oauth_client_id`), its `api_token` the secret. One without
  * a token cannot authenticate at the token endpoint and is left out, loudly.
  */
-export function serviceClientSpecs(services: ServiceConfig[], log?: Logger): ClientSpec[] {
+export function serviceClientSpecs(services: ServiceConfig[], log?: Logger, sub: Subdomains | null = null): ClientSpec[] {
   const specs: ClientSpec[] = [];
   for (const svc of services) {
     const redirect = typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : '';
@@ -89,8 +89,8 @@ export function serviceClientSpecs(services: ServiceConfig[], log?: Logger): Cli
       log?.warn({ event: 'oauth.service_without_token', service: svc.name }, 'service has a url but no api_token: it cannot be an OAuth client');
       continue;
     }
-    // the same prefix the supervisor gives the service as HUB_SERVICE_PREFIX
-    const callback = redirect || `${servicePrefix(svc.name)}oauth_callback`;
+    // the same one the supervisor gives the service as HUB_OAUTH_CALLBACK_URL (at its own host with subdomains)
+    const callback = serviceCallbackUrl(sub, svc);
     const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
     specs.push({
       client_id: clientId, kind: 'service', description: `Hub service ${svc.name}`, redirect_uri: callback,
@@ -158,7 +158,8 @@ export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }:
 
   return {
     async registerServerClient(r: { client_id: string; user: string; server_name: string; url: string; secret: string }) {
-      if (!r.client_id || !r.user || !r.url.startsWith('/') || !r.secret) throw errors.badRequest('client_id, user, url and secret are required');
+      // url: the server's path, or its whole URL at its user's host with per-user subdomains
+      if (!r.client_id || !r.user || !/^(\/|https?:\/\/[^/]+\/)/.test(r.url) || !r.secret) throw errors.badRequest('client_id, user, url and secret are required');
       const row = await putClient({
         client_id: r.client_id, kind: 'server', description: `Server at ${r.url}`, redirect_uri: `${r.url}oauth_callback`, allowed_scopes: [],
         no_confirm: false, user: r.user, server_name: r.server_name, service: '', secret: r.secret, rounds: GENERATED_ROUNDS,
@@ -176,7 +177,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }:
         throw errors.badRequest('spec_json must be a service\'s options as JSON');
       }
       if (typeof svc?.name !== 'string' || !r.secret) throw errors.badRequest('a service name and a secret are required');
-      const [spec] = serviceClientSpecs([{ ...svc, api_token: r.secret }], log);
+      const [spec] = serviceClientSpecs([{ ...svc, api_token: r.secret }], log, subdomainsOf(config));
       if (!spec) throw errors.badRequest(`service ${svc.name} has no url and no OAuth option: it is not an OAuth client`);
       if (!spec.redirect_uri) throw errors.badRequest(`Service ${svc.name} has oauth configured, but is missing required oauth_redirect_uri`);
       // a tool (Hub.oauth_clients) of that name holds access:services!service=<name> already
@@ -274,7 +275,7 @@ export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }:
      * except the clients of services added at run time (`runtime`: their names), kept as registered.
      */
     async syncServiceClients(services: ServiceConfig[], runtime: ReadonlySet<string> = new Set()): Promise<void> {
-      const specs = serviceClientSpecs(services, log);
+      const specs = serviceClientSpecs(services, log, subdomainsOf(config));
       for (const spec of specs) await putClient(spec);
       const wanted = new Set(specs.map((s) => s.client_id));
       for (const row of await store.clientsOfKind('service')) {

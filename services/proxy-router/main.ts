@@ -8,6 +8,7 @@ import { decodeRoute, ROUTES_BUCKET, type Route } from '../../shared/routes.js';
 import { mirrorServers } from '../../shared/servers.js';
 import { hubInternalUrl } from '../../shared/config.js';
 import { subjects } from '../../shared/subjects.js';
+import { subdomainsOf } from '../../shared/subdomains.js';
 import { routableServices, serverRoutes } from './desired.js';
 import { createReconciler, reconcilePeriodically } from './reconciler.js';
 
@@ -22,15 +23,17 @@ await runActor('proxy-router', async (ctx) => {
   bucket.stop();
   // Running servers are listed from the registry the gateways route them from.
   const servers = await mirrorServers(ctx.nc, ctx.log, loadTimeoutMs);
+  // with Hub.subdomain_host, services and servers are routed at hosts of their own
+  const subdomains = subdomainsOf(ctx.config);
   // configured services and, live, those added at run time (each change reconciles at once)
-  let configured = routableServices(configuredServices(ctx.config), ctx.log);
+  let configured = routableServices(configuredServices(ctx.config), ctx.log, subdomains);
   const services = serviceDirectory(ctx.config, await mirrorRuntimeServices(ctx.nc, ctx.log, loadTimeoutMs), ctx.log);
   const reconciler = createReconciler({
     kv: bucket.kv, log: ctx.log, audit: ctx.audit,
     // The gateway answers hub paths itself; the route's target says where the hub is reachable.
     hubTarget: hubInternalUrl(ctx.config),
-    services: () => [...configured, ...[...services.all.values()].filter((s) => !services.fromConfig(s.name)).map((s) => ({ name: s.name, url: s.url }))],
-    serverRoutes: () => serverRoutes(servers.values()),
+    services: () => [...configured, ...[...services.all.values()].filter((s) => !services.fromConfig(s.name)).map((s) => ({ name: s.name, url: s.url, host: subdomains?.serviceHost(s.name) ?? '' }))],
+    serverRoutes: () => serverRoutes(servers.values(), subdomains),
     initial: new Map([...bucket.values()].map((r) => [r.routespec, r])),
   });
 
@@ -55,7 +58,7 @@ await runActor('proxy-router', async (ctx) => {
   return {
     // `hub reload`: the configured services' routes (the reconciler reads them at each pass)
     reload: (next) => {
-      configured = routableServices(configuredServices(next), ctx.log);
+      configured = routableServices(configuredServices(next), ctx.log, subdomains);
       services.useConfig(next);
     },
     grpc: {

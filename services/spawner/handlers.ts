@@ -22,6 +22,7 @@ import {
   type ProgressEvent, type ServerRecord,
 } from '../../shared/servers.js';
 import { isoNow } from '../../shared/time.js';
+import { browserLocation, subdomainsOf } from '../../shared/subdomains.js';
 import type { ExitStatus, Listen, ReportedLocation, SpawnerBackend } from './backend.js';
 import { BACKENDS } from './backends/index.js';
 import { SpawnQueue } from './queue.js';
@@ -195,11 +196,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   gauge('hub_queued_spawns', 'Servers asked for that wait in the spawn queue', [], (g) => g.set(queue.waitingCount));
   gauge('hub_pending_stops', 'Servers stopping', [], (g) => g.set(registry.all().filter((r) => r.state === 'stop' && ours(r)).length));
   const apiUrl = internalHubUrl(config, '/hub/api');
-  // Where browsers reach the hub, only when Hub.public_url says so (the established hub leaves the public URLs empty otherwise)
-  const publicOrigin = config.Hub.public_url ? hubPublicUrl(config) : '';
+  // Where browsers reach the hub, only when Hub.public_url or Hub.subdomain_host says so (the established hub leaves the
+  // public URLs empty otherwise); with subdomain_host a server's own URLs are at its user's host
+  const subdomains = subdomainsOf(config);
+  const publicOrigin = config.Hub.public_url || subdomains ? hubPublicUrl(config) : '';
+  /** where browsers reach a server: its path, at its user's host with subdomains */
+  const browserUrl = (r: ServerRecord) => browserLocation(subdomains, r.url);
   // The established hub's auth library marks its cookies Secure only when the request looks like https; the hub's own are
   // Secure whenever its public URL is https (sessions.ts), and servers' cookies get the same
-  const cookieOptions: Record<string, string> = publicOrigin.startsWith('https://') ? { HUB_COOKIE_OPTIONS: JSON.stringify({ secure: true }) } : {};
+  // Secure, too, with Hub.cookie_host_prefix_enabled: a `__Host-` cookie must be (the 6.1 server sets its OAuth state cookie
+  // Secure only over https by itself, which a browser refuses for a `__Host-` name on http://*.localhost)
+  const cookieOptions: Record<string, string> = publicOrigin.startsWith('https://') || config.Hub.cookie_host_prefix_enabled ? { HUB_COOKIE_OPTIONS: JSON.stringify({ secure: true }) } : {};
 
   async function progress(r: ServerRecord, event: ProgressEvent): Promise<void> {
     r.progress.push(event);
@@ -240,11 +247,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       ...(limits.cpu !== null ? { CPU_LIMIT: String(limits.cpu) } : {}),
       HUB_API_TOKEN: token, HUB_API_URL: apiUrl, HUB_BASE_URL: config.Hub.base_url, HUB_CLIENT_ID: clientId, HUB_USER: r.user,
       HUB_SERVER_NAME: r.name, HUB_SERVICE_PREFIX: r.url, HUB_SERVICE_URL: `http://${listen.ip}:${listen.port}${r.url}`,
-      HUB_OAUTH_CALLBACK_URL: `${r.url}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
+      HUB_OAUTH_CALLBACK_URL: `${browserUrl(r)}oauth_callback`, HUB_OAUTH_ACCESS_SCOPES: accessScopes, HUB_OAUTH_SCOPES: accessScopes,
       HUB_OAUTH_CLIENT_ALLOWED_SCOPES: '[]', HUB_ACTIVITY_URL: `${apiUrl}/users/${encodeURIComponent(r.user)}/activity`,
-      // the public URLs of this server and of the hub ("" without Hub.public_url); HUB_HOST is for per-user subdomains, which this hub has not
-      HUB_PUBLIC_URL: publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && publicHubUrl(config, '/hub/'), HUB_HOST: '',
-      HUB_COOKIE_HOST_PREFIX_ENABLED: '0', ...cookieOptions,
+      // the public URLs of this server and of the hub ("" without Hub.public_url or subdomain_host); HUB_HOST: the hub's
+      // origin with per-user subdomains (the server's links and OAuth redirects to the hub name it), else ""
+      HUB_PUBLIC_URL: subdomains ? browserUrl(r) : publicOrigin && `${publicOrigin}${r.url}`, HUB_PUBLIC_HUB_URL: publicOrigin && publicHubUrl(config, '/hub/'),
+      HUB_HOST: subdomains?.hubOrigin ?? '',
+      HUB_COOKIE_HOST_PREFIX_ENABLED: config.Hub.cookie_host_prefix_enabled ? '1' : '0', ...cookieOptions,
       // what the single-user server reads of Spawner's options, set only when they are, as the established hub sets them
       ...(spawner.notebook_dir ? { HUB_ROOT_DIR: rootDir(spawner.notebook_dir) } : {}),
       ...(spawner.default_url ? { HUB_DEFAULT_URL: spawner.default_url.replaceAll('{username}', r.user) } : {}),
@@ -332,7 +341,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       const issued = await tokens.issueServerToken({ user: r.user, server_name: r.name, url: r.url });
       r.token_id = issued.model!.id;
       // the server's token is also its OAuth client secret (reference §6.7)
-      await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: r.url, secret: issued.token });
+      // its redirect URI, registered exactly: <url>oauth_callback, at its user's host with subdomains
+      await oauth.registerServerClient({ client_id: serverClientId(r.user, r.name), user: r.user, server_name: r.name, url: browserUrl(r), secret: issued.token });
       // the options of this start: group overrides, user options, profile (shared/profiles.ts)
       const chosen: StartChoice = { ...choice, userOptions: r.user_options };
       const spawner = sectionFor(config, 'Spawner', chosen);
@@ -437,7 +447,8 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (seen.confirmed < seen.gateways) log.warn({ event: 'server.route.unconfirmed', server: label(r), ...seen }, 'not every gateway confirmed the route in time');
     if (registry.get(r.user, r.name)?.state !== 'running') return; // stopped meanwhile: the stop says so
     if (change === 'ready') {
-      await progress(r, { progress: 100, ready: true, url: r.url, message: `Server ready at ${r.url}`, html_message: `Server ready at <a href="${r.url}">${r.url}</a>` });
+      const url = browserUrl(r);
+      await progress(r, { progress: 100, ready: true, url, message: `Server ready at ${url}`, html_message: `Server ready at <a href="${url}">${url}</a>` });
     }
     announce(change, r);
   }

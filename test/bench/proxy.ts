@@ -3,10 +3,13 @@
 // nginx (Debian's, one worker, keep-alive upstream) and through configurable-http-proxy (Debian's) in the
 // same run, with wrk (32 connections, then 1); the CPU each proxy spent per request; then WebSocket echo
 // round trips per second (all but the floor); then the gateway's RSS before and after 1,000,000 proxied
-// requests. BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the size of the memory run
+// requests. A second hub with Hub.subdomain_host routes the same service by host (`bench--service.hub.localhost`,
+// wrk sending that Host), so a subdomain route is measured beside the path route in the same rounds.
+// BENCH_SECONDS sets each wrk run (default 10); BENCH_PROXY_REQUESTS the size of the memory run
 // (default 1,000,000); BENCH_ROUNDS the alternating rounds whose median counts (3); BENCH_GATEWAYS our
 // gateway processes and nginx's workers (1).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -170,6 +173,19 @@ const fetchCheck: Check = async (url, headers) => {
   return { status: r.status, body: await r.text() };
 };
 
+/** The check for a route by host: one GET with the Host wrk sends (fetch cannot set it), bounded. */
+const hostCheck: Check = (url, headers = {}) => new Promise((resolve, reject) => {
+  const req = httpRequest(url, { headers: { host: headers.Host }, timeout: 10_000 }, (res) => {
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (d) => { body += d; });
+    res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+  });
+  req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
+  req.on('error', reject);
+  req.end();
+});
+
 export async function measureHttp(label: string, base: string, options: WrkOptions = WRK, pids?: () => number[],
   { path = PATH, check = fetchCheck, body = 'hello, world\n' }: { path?: string; check?: Check; body?: string | null } = {}): Promise<HttpResult> {
   const first = await check(base + path, options.headers);
@@ -262,9 +278,9 @@ export async function attempt<T>(what: string, f: () => Promise<T>): Promise<T |
 export const gatewayPids = (hub: HubUnderTest): number[] =>
   Object.entries(hub.children()).filter(([id, pid]) => /^gateway(-\d+)?$/.test(id) && pid).flatMap(([, pid]) => withChildren(pid!));
 
-type Who = 'direct' | 'floor' | 'ours' | 'nginx' | 'chp' | 'baseline';
+type Who = 'direct' | 'floor' | 'ours' | 'subdomain' | 'nginx' | 'chp' | 'baseline';
 const BASELINE = process.env.BENCH_BASELINE;
-const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
+const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', subdomain: 'our gateway, by host', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
 export const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
@@ -279,6 +295,7 @@ async function proxyPlain(): Promise<void> {
   const backend = await startBackend();
   let hub: HubUnderTest | undefined;
   let then: HubUnderTest | undefined; // this hub at BENCH_BASELINE
+  let sub: HubUnderTest | undefined; // this hub with Hub.subdomain_host: the service routed by host
   let chp: { proc: ChildProcess; url: string } | undefined;
   let nginx: { proc: ChildProcess; url: string; dir: string } | undefined;
   let floor: ChildProcess | undefined;
@@ -289,6 +306,7 @@ async function proxyPlain(): Promise<void> {
     backend.proc.kill('SIGKILL');
     await hub?.stop();
     await then?.stop();
+    await sub?.stop();
     if (nginx) {
       await sleep(300);
       for (const pid of withChildren(nginx.proc.pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
@@ -300,6 +318,13 @@ async function proxyPlain(): Promise<void> {
     const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] }, Supervisor: { gateways: GATEWAYS } };
     hub = await startHub({ config: benchConfig, healthTimeoutMs: 30_000 });
     await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
+    const subPort = await freePort();
+    const serviceHost = `bench--service.hub.localhost:${subPort}`;
+    sub = await startHub({
+      config: { ...benchConfig, Hub: { ...benchConfig.Hub, subdomain_host: `http://hub.localhost:${subPort}` } }, healthTimeoutMs: 30_000,
+      reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port: subPort, natsPort: await freePort() },
+    });
+    await waitFor('the bench route by host', async () => ((await hostCheck(sub!.url + PATH, { Host: serviceHost })).status === 200 ? true : undefined), 10_000);
     if (BASELINE) {
       then = await startHub({ config: benchConfig, healthTimeoutMs: 30_000, repo: baselineCheckout(BASELINE, log) });
       await waitFor('the bench route of the baseline', async () => ((await fetch(then!.url + PATH)).status === 200 ? true : undefined), 10_000);
@@ -308,13 +333,17 @@ async function proxyPlain(): Promise<void> {
     nginx = await startNginx(backend.port);
     const floorStarted = await startChild('floor forwarder', process.execPath, [join(REPO, 'test', 'bench', 'floor-forwarder.mjs'), String(backend.port)]);
     floor = floorStarted.proc;
-    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, floor: `http://127.0.0.1:${floorStarted.firstLine}`, ours: hub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
+    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, floor: `http://127.0.0.1:${floorStarted.firstLine}`, ours: hub.url, subdomain: sub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
+    /** what wrk sends besides: the service's Host for the subdomain hub */
+    // `Host` as wrk spells it: another spelling would be a second Host header beside wrk's own (and the hub's host then)
+    const headersOf = (k: Who): { headers?: Record<string, string> } => (k === 'subdomain' ? { headers: { Host: serviceHost } } : {});
+    const checkOf = (k: Who) => (k === 'subdomain' ? { check: hostCheck } : {});
     const pids: Record<Who, (() => number[]) | undefined> = {
-      direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
+      direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), subdomain: () => gatewayPids(sub!), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
       baseline: () => gatewayPids(then!),
     };
-    const order: Who[] = ['direct', 'floor', 'ours', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
-    const webSockets = order.filter((k) => k !== 'floor'); // the floor forwarder relays no WebSocket
+    const order: Who[] = ['direct', 'floor', 'ours', 'subdomain', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
+    const webSockets = order.filter((k) => k !== 'floor' && k !== 'subdomain'); // the floor forwarder relays no WebSocket; ws sends no Host of ours
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body); ${GATEWAYS} gateway process(es), nginx ${GATEWAYS} worker(s)`);
     /** ROUNDS rounds, each through every proxy in `order`; per proxy the round with the median `by`. */
     const inRounds = async <T>(what: string, measure: (k: Who) => Promise<T>, by: (r: T) => number, who = order): Promise<Partial<Record<Who, T>>> => {
@@ -330,10 +359,10 @@ async function proxyPlain(): Promise<void> {
       for (const k of who) out[k] = medianOf(runs[k] ?? [], by);
       return out;
     };
-    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], WRK, pids[k]), (r) => r.reqPerSec);
+    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...WRK, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
-    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], one, pids[k]), (r) => r.p50);
+    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...one, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.p50);
     const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r, webSockets);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
@@ -341,6 +370,7 @@ async function proxyPlain(): Promise<void> {
     for (const k of order) console.log(`  ${LABELS[k].padEnd(26)} ${http[k] ? fmt(http[k]!) : 'n/a'}   ws ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s`);
     for (const k of order) console.log(`  1 connection: ${LABELS[k].padEnd(26)} ${idle[k] ? fmt(idle[k]!) : 'n/a'}`);
     const o = http.ours;
+    console.log(`  by host/by path: ${ratio(http.subdomain?.reqPerSec, o?.reqPerSec)} req/s, proxy CPU ${http.subdomain?.cpuUs?.toFixed(0) ?? 'n/a'} vs ${o?.cpuUs?.toFixed(0) ?? 'n/a'} µs/req (goal: a subdomain route costs no more than a path route)`);
     console.log(`  ours/nginx: ${ratio(o?.reqPerSec, http.nginx?.reqPerSec)} req/s (goal >= 0.8x), p99 ${ratio(o?.p99, http.nginx?.p99)} of nginx's (goal <= 1.5x)`);
     console.log(`  ours/chp:   ${ratio(o?.reqPerSec, http.chp?.reqPerSec, 1)} req/s (goal >= 5x), p99 ${ratio(o?.p99, http.chp?.p99)} of chp's`);
     if (idle.ours && idle.direct) console.log(`  added p50 over direct at 1 connection: ${(idle.ours.p50 - idle.direct.p50).toFixed(3)} ms (goal <= 0.1 ms); nginx ${idle.nginx ? (idle.nginx.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms, chp ${idle.chp ? (idle.chp.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);

@@ -5,92 +5,18 @@
 // Then the established idle culler 2.0 from the same venv, as a hub-managed service with only the scopes its
 // README asks for, stops an idle server. Each test has its own hub; nothing is skipped.
 import test, { type ExecutionContext } from 'ava';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO, isAlive, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { isAlive, sleep, startHub, waitFor } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { serverRecord, systemAccounts } from '../spawner/helpers.js';
-import { launchBrowser, login, newPage, type Browser, type Page } from './browser.js';
+import { login, newPage } from './browser.js';
+import { CULLER, logsOf, newNotebook, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
 
-const VENV = join(REPO, '.cache', 'jupyter-6.1');
-const SINGLEUSER = join(VENV, 'bin', 'jupyterhub-singleuser');
-const CULLER = join(VENV, 'bin', 'jupyterhub-idle-culler');
 const PASSWORD = 'correct horse battery';
 const accounts = systemAccounts('h10l');
-let browser: Browser | undefined;
+const browser = venvBrowser(accounts);
 
-/** The venv must be the one setup pins (its stamp lists the pins); else the test fails saying how to make it. */
-function requireVenv(): void {
-  const stamp = join(VENV, '.installed');
-  if (!existsSync(stamp) || !existsSync(SINGLEUSER) || !existsSync(CULLER)) {
-    throw new Error(`${VENV} is missing or incomplete: run \`node scripts/setup.mjs --for-tests\` (it installs jupyterhub 6.1.1, jupyterlab 4.6.6, jupyterhub-idle-culler 2.0.0 and ipykernel there)`);
-  }
-}
-
-/** What a single-user server is started with: the venv's server, its bin first on PATH (so the kernel is its python), JupyterLab as the landing page (JUPYTERHUB_DEFAULT_URL). */
-function spawnerConfig(): Record<string, unknown> {
-  return {
-    cmd: [SINGLEUSER], default_url: '/lab', start_timeout: 60, http_timeout: 10, slow_spawn_timeout: 1,
-    environment: { PATH: `${join(VENV, 'bin')}:/usr/local/bin:/usr/bin:/bin`, JUPYTERHUB_ACTIVITY_INTERVAL: '1' },
-  };
-}
-
-/** Every server's own output, by file (the spawner keeps them under <data_dir>/servers/). */
-function serverLogs(hub: HubUnderTest): Array<[string, string]> {
-  const dir = join(hub.dataDir, 'servers');
-  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => [f, readFileSync(join(dir, f), 'utf8')]) : [];
-}
-
-/** The end of the hub's log and of every server's output. */
-function logsOf(hub: HubUnderTest): string {
-  const servers = serverLogs(hub).map(([f, text]) => `--- server ${f} ---\n${text.slice(-4000)}`);
-  return `--- hub log ---\n${hub.logs().slice(-4000)}\n${servers.join('\n')}`;
-}
-
-/**
- * After the hub has stopped: the user's processes end too (kernels run in sessions of their own and end once
- * their server has shut them down, or see it gone), so the account can be removed; what is left after the
- * bound is killed by pid and named.
- */
-async function userProcessesEnd(user: string, t: ExecutionContext): Promise<void> {
-  const pids = () => spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
-  const t0 = Date.now();
-  while (pids().length && Date.now() - t0 < 10_000) await sleep(100);
-  const left = pids();
-  if (!left.length) return;
-  const what = spawnSync('ps', ['-o', 'pid,args', '-p', left.join(',')], { encoding: 'utf8' }).stdout;
-  for (const pid of left) try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
-  t.log(`processes of ${user} still running 10 s after the hub stopped (killed):\n${what}`);
-}
-
-/** Runs `body`; on failure adds a screenshot (to a temp dir), the page's errors and the logs to the error. */
-async function withEvidence(t: ExecutionContext, page: Page, errors: string[], hub: HubUnderTest, body: () => Promise<void>): Promise<void> {
-  try {
-    await body();
-  } catch (e) {
-    let shot = '(no screenshot)';
-    try {
-      shot = join(mkdtempSync(join(tmpdir(), 'jupyterlab-test-')), 'failure.png');
-      await page.screenshot({ path: shot, fullPage: true, timeout: 5000 });
-    } catch (s) {
-      shot = `(screenshot failed: ${(s as Error).message})`;
-    }
-    t.log(`page at ${page.url()}; screenshot: ${shot}\npage errors:\n${errors.slice(-20).join('\n')}\n${logsOf(hub)}`);
-    throw e;
-  }
-}
-
-test.before(async () => {
-  requireVenv();
-  browser = await launchBrowser();
-});
-
-test.after.always(async () => {
-  await browser?.close();
-  accounts.removeAll();
-});
 
 /**
  * A person's whole JupyterLab session through the hub served under `base` (Hub.base_url: '/' or '/jupyter/'): every
@@ -105,12 +31,12 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
     config: {
       Hub: { spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1, ...(base === '/' ? {} : { base_url: base }) },
       DummyAuthenticator: { password: PASSWORD },
-      Spawner: spawnerConfig(),
+      Spawner: venvSpawnerConfig(),
     },
   });
-  const { context, page, errors } = await newPage(browser!);
+  const { context, page, errors } = await newPage(browser());
   try {
-    await withEvidence(t, page, errors, hub, async () => {
+    await withEvidence(t, [{ page, errors }], hub, async () => {
       // the hub's login page, then its home page's start button: spawn-pending, then the server's default URL
       await login(page, `${hub.url}${at('/').slice(0, -1)}`, user, PASSWORD);
       t.is(new URL(page.url()).pathname, at('/hub/home'));
@@ -120,29 +46,12 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
 
       // JupyterLab's own UI: the main dock panel and the launcher
       await page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
-      const card = page.locator('.jp-Launcher .jp-LauncherCard[data-category="Notebook"]').first();
-      await card.waitFor({ state: 'visible', timeout: 30_000 });
-      t.regex((await card.getAttribute('title')) ?? (await card.innerText()), /Python 3/);
-
       // a new notebook on the venv's kernel; a cell typed and run; its output comes over the kernel's WebSocket
-      await card.click();
-      const notebook = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)');
-      await notebook.locator('.jp-Cell .cm-content').first().waitFor({ state: 'visible', timeout: 30_000 });
-      // a cell run before the kernel is connected is silently not executed (JupyterLab clears its prompt): wait for "Idle"
-      await page.locator('.jp-StatusBar-Widget').getByText(/^Python 3 \(ipykernel\) \| Idle$/).waitFor({ timeout: 45_000 });
-      await notebook.locator('.jp-Cell .cm-content').first().click();
-      await page.keyboard.type('print(6*7)');
-      await page.keyboard.press('Shift+Enter');
-      const output = notebook.locator('.jp-OutputArea-output').first();
-      await output.waitFor({ state: 'visible', timeout: 45_000 });
-      t.is((await output.innerText()).trim(), '42');
+      const notebook = await newNotebook(page);
+      t.regex(notebook.title, /Python 3/);
+      t.is(await notebook.run('print(6*7)'), '42');
       // the kernel is the venv's python, running as the user
-      await notebook.locator('.jp-Cell .cm-content').last().click();
-      await page.keyboard.type('import sys, getpass; print(sys.executable, getpass.getuser())');
-      await page.keyboard.press('Shift+Enter');
-      const second = notebook.locator('.jp-OutputArea-output').nth(1);
-      await second.waitFor({ state: 'visible', timeout: 30_000 });
-      t.is((await second.innerText()).trim(), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
+      t.is(await notebook.run('import sys, getpass; print(sys.executable, getpass.getuser())'), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
 
       // a notebook with run cells is unsaved: JupyterLab asks before the page goes; a person says leave
       page.on('dialog', (d) => void (d.type() === 'beforeunload' ? d.accept() : d.dismiss()));
@@ -200,7 +109,7 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
       },
       Authenticator: { admin_users: ['boss'] },
       DummyAuthenticator: { password: PASSWORD },
-      Spawner: spawnerConfig(),
+      Spawner: venvSpawnerConfig(),
     },
   });
   const api = apiClient(hub.url);

@@ -1,4 +1,5 @@
 // What the API handlers need, and small helpers they share.
+import type { Subdomains } from '../../../shared/subdomains.js';
 import type { AuditPublisher } from '../../../shared/audit.js';
 import type { HubConfig } from '../../../shared/config.js';
 import { errors } from '../../../shared/errors.js';
@@ -36,6 +37,8 @@ export interface ApiDeps {
   tokenUse: TokenActivity;
   /** for the refusals the gateway decides itself (OAuth grants, access denials) */
   audit: AuditPublisher;
+  /** Hub.subdomain_host's hosts (shared/subdomains.ts), or null: servers' URLs in models and pages name their user's host */
+  subdomains: Subdomains | null;
 }
 
 /** The JSON body (parsed once, by the dispatcher's limits); absent or empty is `undefined`. Anything but JSON is a 400. */

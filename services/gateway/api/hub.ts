@@ -63,7 +63,7 @@ export function hubRoutes(deps: ApiDeps): Route[] {
         }
         const user = await users.get(id.owner.name);
         if (!user) throw errors.forbidden();
-        req.reply.send(200, whoamiBody(userModel(held, user, book, servers.of(user.name)), scopesJson, id), JSON_TYPE);
+        req.reply.send(200, whoamiBody(userModel(held, user, book, servers.of(user.name), { subdomains: deps.subdomains }), scopesJson, id), JSON_TYPE);
       },
     },
     {

@@ -5,6 +5,7 @@ import { rolesOfService, rolesOfUser } from '../../../shared/roles.js';
 import { hasScope } from '../../../shared/scopes.js';
 import { groupModelFields, serviceModelFields, userModelFields } from './model-fields.js';
 import { isActive, serverModel, servicePrefix, type ServerRecord } from '../../../shared/servers.js';
+import type { Subdomains } from '../../../shared/subdomains.js';
 import type { UserRecord } from '../caches.js';
 
 const orNull = (s: string | undefined) => (s ? s : null);
@@ -16,7 +17,7 @@ function pick<T extends Record<string, unknown>>(full: T, keys: ReadonlySet<stri
 }
 
 /** The user model; null when the requester may see nothing of this user (skipped in lists). */
-export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[], o: { includeStopped?: boolean } = {}): Record<string, unknown> | null {
+export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map<string, ConfiguredRole>, records: ServerRecord[], o: { includeStopped?: boolean; subdomains?: Subdomains | null } = {}): Record<string, unknown> | null {
   const keys = userModelFields(held, user) as ReadonlySet<string>;
   if (!keys.size) return null;
   // built field by field in the model's order, each only when shown: this runs for every user of a list page
@@ -27,7 +28,9 @@ export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map
   if (keys.has('admin')) out.admin = user.admin;
   if (keys.has('roles')) out.roles = rolesOfUser(book, user);
   if (keys.has('groups')) out.groups = user.groups;
-  if (keys.has('server')) out.server = dflt?.state === 'running' ? dflt.url : null;
+  // with per-user subdomains a server's URL names its user's host, as the established hub's models do
+  const origin = o.subdomains && records.length ? o.subdomains.userOrigin(user.name) : undefined;
+  if (keys.has('server')) out.server = dflt?.state === 'running' ? (origin ?? '') + dflt.url : null;
   if (keys.has('pending')) out.pending = dflt?.state === 'spawn' ? 'spawn' : dflt?.state === 'stop' ? 'stop' : null;
   if (keys.has('created')) out.created = user.created;
   if (keys.has('last_activity')) out.last_activity = orNull(user.last_activity);
@@ -37,7 +40,7 @@ export function userModel(held: ReadonlySet<string>, user: UserRecord, book: Map
     for (const r of records) {
       if (!o.includeStopped && !isActive(r)) continue;
       const resource = { kind: 'server' as const, user: user.name, name: r.name, groups: user.groups };
-      if (hasScope(held, 'read:servers', resource)) servers[r.name] = serverModel(r, { state: hasScope(held, 'admin:server_state', resource) });
+      if (hasScope(held, 'read:servers', resource)) servers[r.name] = serverModel(r, { state: hasScope(held, 'admin:server_state', resource), origin });
     }
     out.servers = servers;
   }

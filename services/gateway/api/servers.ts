@@ -60,7 +60,7 @@ export function serverRoutes(deps: ApiDeps): Route[] {
 
   /** The model, with the spawner's state for a requester holding admin:server_state on it. */
   const modelFor = (req: ApiRequest, r: ServerRecord) =>
-    serverModel(r, { state: hasScope(req.held, 'admin:server_state', { kind: 'server', user: r.user, name: r.name, groups: [] }) });
+    serverModel(r, { state: hasScope(req.held, 'admin:server_state', { kind: 'server', user: r.user, name: r.name, groups: [] }), origin: deps.subdomains?.userOrigin(r.user) });
 
   async function start(req: ApiRequest): Promise<void> {
     const { name: user, server = '' } = req.params;

@@ -11,15 +11,17 @@ import { isPlainObject, jsonBody, onlyKeys, stringList, type ApiDeps } from './d
 import { pageBody, parsePage } from './pagination.js';
 import type { ApiRequest, Route } from './router.js';
 import { acceptShareUrl, SHARE_CODE_DEFAULT_SECONDS, SHARE_CODE_MAX_SECONDS, SHARE_CODE_MIN_SECONDS } from '../../../shared/shares.js';
+import { browserLocation } from '../../../shared/subdomains.js';
 
 type Share = NonNullable<ActorReply<'tokens', 'GrantShare'>['share']>;
 type ShareCode = ActorReply<'tokens', 'PeekShareCode'>;
 
 /** The server part of share and share-code models: where it is, whose it is, whether it runs. */
 export function sharedServerModel(deps: ApiDeps, owner: string, name: string) {
-  const url = serverUrl(owner, name);
-  const publicUrl = deps.config.Hub.public_url && hubPublicUrl(deps.config); // its origin: `url` has the base
-  return { user: { name: owner }, name, url, full_url: publicUrl ? `${publicUrl}${url}` : null, ready: deps.servers.get(owner, name)?.state === 'running' };
+  // with per-user subdomains the server's URL is whole, at its user's host (as the established hub's)
+  const url = browserLocation(deps.subdomains, serverUrl(owner, name));
+  const publicUrl = (deps.config.Hub.public_url || deps.config.Hub.subdomain_host) && hubPublicUrl(deps.config); // its origin: `url` has the base
+  return { user: { name: owner }, name, url, full_url: url.includes('://') ? url : publicUrl ? `${publicUrl}${url}` : null, ready: deps.servers.get(owner, name)?.state === 'running' };
 }
 
 export function shareModel(deps: ApiDeps, s: Share) {
@@ -251,7 +253,7 @@ export function shareRoutes(deps: ApiDeps): Route[] {
           expires_in: expiresIn, requester_scopes: [...req.held], by: req.who,
         });
         const acceptUrl = acceptShareUrl(r.code);
-        const publicUrl = config.Hub.public_url && hubPublicUrl(config);
+        const publicUrl = (config.Hub.public_url || config.Hub.subdomain_host) && hubPublicUrl(config);
         req.reply.json(200, {
           ...shareCodeModel(deps, r.model!), code: r.code, accept_url: acceptUrl, full_accept_url: publicUrl ? `${publicUrl}${acceptUrl}` : null,
         });

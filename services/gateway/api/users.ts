@@ -14,10 +14,10 @@ import { parseSort } from '../../../shared/lists.js';
 import { collectAfterBurst } from '../../../shared/idle-gc.js';
 
 export function userRoutes(deps: ApiDeps): Route[] {
-  const { config, auth, tokens, users, book, identities, servers, spawner, nc } = deps;
+  const { config, auth, tokens, users, book, identities, servers, spawner, nc, subdomains } = deps;
   /** `?include_stopped_servers` (present = yes, as the established hub reads it) shows stopped servers too. */
   const model = (held: ReadonlySet<string>, u: UserRecord, req?: ApiRequest) =>
-    userModel(held, u, book, servers.of(u.name), { includeStopped: req?.query.has('include_stopped_servers') && !/^(0|false)$/i.test(req.query.get('include_stopped_servers') ?? '') });
+    userModel(held, u, book, servers.of(u.name), { includeStopped: req?.query.has('include_stopped_servers') && !/^(0|false)$/i.test(req.query.get('include_stopped_servers') ?? ''), subdomains });
   const resource = userResource(deps);
   /** Granting admin needs every scope admin gives, so admin:users alone cannot make an admin. */
   const mayGrantAdmin = (req: ApiRequest) => holdsAdminScopes(req.held, book);

@@ -49,9 +49,19 @@ export function normalizePath(raw: string): NormalPath | null {
   return { segments: out, path: `/${out.map(encodeSegment).join('/')}` };
 }
 
-/** The segments a routespec matches: `/user/alice/` → ['user', 'alice']; `/` → []. Null for host-based specs. */
+/**
+ * A routespec's host and path, as the established hub writes them with subdomains: `alice.hub.example.org/user/alice/`
+ * is host `alice.hub.example.org` (lower case), path `/user/alice/`; `/user/alice/` has host ''.
+ */
+export function splitRoutespec(routespec: string): { host: string; path: string } {
+  if (routespec.startsWith('/')) return { host: '', path: routespec };
+  const slash = routespec.indexOf('/');
+  return slash < 0 ? { host: routespec.toLowerCase(), path: '/' } : { host: routespec.slice(0, slash).toLowerCase(), path: routespec.slice(slash) };
+}
+
+/** The segments a routespec's path matches: `/user/alice/` → ['user', 'alice']; `/` → []; the host of a host-based spec aside. */
 export function routespecSegments(routespec: string): string[] | null {
-  const n = normalizePath(routespec);
+  const n = normalizePath(splitRoutespec(routespec).path);
   if (!n) return null;
   const segs = n.segments;
   while (segs.length && segs[segs.length - 1] === '') segs.pop();
@@ -71,7 +81,8 @@ export function forwardPath(n: NormalPath, routespec: string): string {
   let p = prefixes.get(routespec);
   if (!p) {
     const depth = routespecSegments(routespec)?.length ?? 0;
-    p = { spec: routespec.endsWith('/') ? routespec : `${routespec}/`, depth };
+    const path = splitRoutespec(routespec).path;
+    p = { spec: path.endsWith('/') ? path : `${path}/`, depth };
     if (prefixes.size >= MAX_PREFIXES) prefixes.clear();
     prefixes.set(routespec, p);
   }

@@ -7,20 +7,23 @@ import type { Logger } from '../../../shared/log.js';
 import { mirrorKv } from '../../../shared/kv-mirror.js';
 import type { NatsConnection } from '../../../shared/nats.js';
 import { decodeRoute, ROUTES_BUCKET, serverRoute, type Route } from '../../../shared/routes.js';
+import type { Subdomains } from '../../../shared/subdomains.js';
 import type { ServerMirror } from '../servers.js';
 import { RouteTable } from './table.js';
 
-export async function createRouting(nc: NatsConnection, servers: ServerMirror, log: Logger, loadTimeoutMs: number) {
+export async function createRouting(nc: NatsConnection, servers: ServerMirror, log: Logger, loadTimeoutMs: number, subdomains: Subdomains | null = null) {
+  // with per-user subdomains a server's route is on its user's host only
+  const hostOf = (user: string) => subdomains?.userHost(user) ?? '';
   const routes = await mirrorKv<Route>(nc, { bucket: ROUTES_BUCKET, decode: decodeRoute, loadTimeoutMs, log });
 
   function fill(t: RouteTable, route: Route): void {
-    if (!t.set(route)) log.warn({ event: 'proxy.route_unusable', routespec: route.routespec, target: route.target }, 'route ignored: not a path routespec with an http(s) target');
+    if (!t.set(route)) log.warn({ event: 'proxy.route_unusable', routespec: route.routespec, target: route.target }, 'route ignored: not a [host]/path routespec with an http(s) target');
   }
   function build(): RouteTable {
-    const t = new RouteTable();
+    const t = new RouteTable(subdomains?.portSuffix);
     for (const r of routes.values()) fill(t, r);
     for (const s of servers.all()) {
-      const r = serverRoute(s);
+      const r = serverRoute(s, hostOf(s.user));
       if (r) fill(t, r);
     }
     log.info({ event: 'proxy.routes_loaded', routes: t.size }, 'routing table loaded');
@@ -36,9 +39,9 @@ export async function createRouting(nc: NatsConnection, servers: ServerMirror, l
     }),
     servers.listen((record, previous) => {
       if (record === null) return void (table = build());
-      const route = serverRoute(record);
+      const route = serverRoute(record, hostOf(record.user));
       if (route) fill(table, route);
-      else table.delete((previous ?? record).url);
+      else table.delete(hostOf(record.user) + (previous ?? record).url);
     }),
   ];
 

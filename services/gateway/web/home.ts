@@ -19,6 +19,7 @@ import { form, type PageDeps, type PageKit, type PageRoute } from './pages.js';
 import { localPath } from './redirects.js';
 import { shareButton, sharedWithMe } from './share-page.js';
 import { USER_REDIRECT, userRedirectTarget } from './user-redirect.js';
+import { browserLocation } from '../../../shared/subdomains.js';
 import { hubUrl } from '../../../shared/urls.js';
 
 /** How long a start from a page waits for the spawner to record it before showing the pending page. */
@@ -46,6 +47,9 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   const { redirect, html, nav, requireLogin, checkFormXsrf } = kit;
   const redirectNoStore = (reply: Reply, location: string) => reply.send(302, '', { Location: location, ...NO_STORE });
   const profiles = profilesOf(config);
+  // with per-user subdomains a server's pages are at its user's host: links and redirects to it name that host
+  const sub = deps.subdomains;
+  const atServer = (path: string) => browserLocation(sub, path);
 
   const resourceOf = async (user: string, name: string) => {
     const target = await users.get(user);
@@ -113,7 +117,7 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   /** Buttons for one server on home: Open/Stop while running, Start (Retry) when not, the pending page while starting. */
   function actions(id: Identity, user: string, name: string, state: ShownState, groups: string[] = []): string {
     const out: string[] = [];
-    if (state === 'running') out.push(`<a class="button primary" href="${escapeHtml(serverUrl(user, name))}" data-action="open">Open</a>`);
+    if (state === 'running') out.push(`<a class="button primary" href="${escapeHtml(atServer(serverUrl(user, name)))}" data-action="open">Open</a>`);
     if (state === 'starting') out.push(`<a class="button" href="${escapeHtml(spawnPendingUrl(user, name))}" data-action="progress">Starting…</a>`);
     if (state === 'stopped' || state === 'failed') out.push(postButton(id, spawnUrl(user, name), state === 'failed' ? 'Retry' : 'Start', 'primary'));
     if (state === 'running' || state === 'starting') out.push(postButton(id, hubServerPath('stop', user, name), 'Stop'));
@@ -136,14 +140,14 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     const defState = shownState(def);
     const defFailure = failure(def);
     const defaultCard = `<section class="card" id="default-server"><h2>Your server <span class="state ${defState}" data-state="${defState}">${defState}</span></h2>
-${defState === 'running' ? `<p class="muted">At <a href="${escapeHtml(serverUrl(me, ''))}">${escapeHtml(serverUrl(me, ''))}</a>, last active ${escapeHtml(ago(def!.last_activity))}</p>` : ''}
+${defState === 'running' ? `<p class="muted">At <a href="${escapeHtml(atServer(serverUrl(me, '')))}">${escapeHtml(atServer(serverUrl(me, '')))}</a>, last active ${escapeHtml(ago(def!.last_activity))}</p>` : ''}
 ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(id, me, '', defState, groups)}</section>`;
     if (!config.Hub.allow_named_servers) return defaultCard + shared;
     const named = servers.of(me).filter((r) => r.name).sort((a, b) => a.name.localeCompare(b.name));
     const rows = named.map((r) => {
       const st = shownState(r);
       const why = failure(r);
-      const url = serverUrl(me, r.name);
+      const url = atServer(serverUrl(me, r.name));
       return `<tr data-server="${escapeHtml(r.name)}"><td>${escapeHtml(r.name)}</td>` +
         `<td>${st === 'running' ? `<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>` : `<span class="muted">${escapeHtml(url)}</span>`}</td>` +
         `<td>${escapeHtml(ago(r.last_activity))}</td><td><span class="state ${st}" data-state="${st}">${st}</span>${why ? `<div class="error" data-outcome>${why}</div>` : ''}</td>` +
@@ -212,8 +216,9 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
   /** A just-ready server: wait (bounded) for this gateway's routing table to hold its route, so the browser is not bounced back here. */
   async function toServer(reply: Reply, user: string, name: string, location: string): Promise<void> {
     const deadline = Date.now() + ROUTE_WAIT_MS;
-    while (deps.hasRoute && !deps.hasRoute(serverUrl(user, name)) && Date.now() < deadline && !reply.aborted) await sleep(50);
-    redirectNoStore(reply, location);
+    const routespec = (sub ? sub.userHost(user) : '') + serverUrl(user, name);
+    while (deps.hasRoute && !deps.hasRoute(routespec) && Date.now() < deadline && !reply.aborted) await sleep(50);
+    redirectNoStore(reply, atServer(location));
   }
 
   const withQuery = (info: RequestInfo, location: string) => location + (info.query ? `?${info.query}` : '');
@@ -317,7 +322,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         if (!r || (r.state !== 'spawn' && r.state !== 'failed')) return redirect(reply, serverPageUrl(resource.user, name));
         html(reply, 200, page(r.state === 'failed' ? 'Start failed' : 'Starting…', pendingPage(id, resource, r, next), nav(id), {
           scripts: ['spawn.js'],
-          data: { progress_url: progressUrl(resource.user, name), server_url: serverUrl(resource.user, name), ...(next ? { next_url: next } : {}), failed: r.state === 'failed' },
+          data: { progress_url: progressUrl(resource.user, name), server_url: atServer(serverUrl(resource.user, name)), ...(next ? { next_url: atServer(next) } : {}), failed: r.state === 'failed' },
         }), [], NO_STORE);
       },
     },
@@ -369,7 +374,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         // the raw path: its segments stay percent-encoded as the link gave them
         const target = userRedirectTarget(id.owner.name, info.path.slice(USER_REDIRECT.length), info.query);
         if (!target) throw errors.badRequest('This link does not name a path on your server.');
-        redirectNoStore(reply, target);
+        redirectNoStore(reply, atServer(target));
       },
     },
   ];

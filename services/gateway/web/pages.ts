@@ -5,7 +5,6 @@ import { publicHubUrl } from '../../../shared/config.js';
 import { within } from '../../../shared/grpc.js';
 import { errors } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
-import { servicePrefix } from '../../../shared/servers.js';
 import type { ApiDeps } from '../api/deps.js';
 import type { Identity } from '../caches.js';
 import { callOf, type Reply, type RequestInfo } from '../http.js';
@@ -13,6 +12,7 @@ import { serverPages } from './home.js';
 import { sharePages } from './share-page.js';
 import { escapeHtml, hidden, page, type Nav } from './html.js';
 import { localPath } from './redirects.js';
+import { browserLocation, serviceLocation } from '../../../shared/subdomains.js';
 import { firstAdminSetup } from './setup-page.js';
 import type { WebSessions } from './sessions.js';
 import { tokenPages } from './token-page.js';
@@ -66,7 +66,7 @@ export function createPageKit(deps: PageDeps) {
     user: id.owner.name, admin: hasScope(id.scopes, 'admin-ui'),
     services: [...deps.services.values()]
       .filter((s) => s.url && s.display !== false && hasScope(id.scopes, 'access:services', { kind: 'service', name: s.name }))
-      .map((s) => ({ name: s.name, href: servicePrefix(s.name) })),
+      .map((s) => ({ name: s.name, href: serviceLocation(deps.subdomains, s.name) })),
   });
 
   /** This request's URL as the browser asked it (Hub.base_url in front of the path the hub routes). */
@@ -143,7 +143,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
       method: 'GET', pattern: /^\/hub\/login$/,
       async handle(info, reply) {
         const next = localPath(new URLSearchParams(info.query).get('next')) ?? '';
-        if (await web.identify(info)) return redirect(reply, next || hubUrl('/hub/home'));
+        if (await web.identify(info)) return redirect(reply, browserLocation(deps.subdomains, next || hubUrl('/hub/home')));
         // Authenticator.auto_login: straight to the provider, as the established hub does
         if (config.Authenticator.auto_login && config.Hub.authenticator_class === 'oauth') return redirect(reply, `${hubUrl('/hub/oauth_login')}${next ? `?next=${encodeURIComponent(next)}` : ''}`);
         loginForm(info, reply, 200, '', next);
@@ -167,7 +167,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
           return loginForm(info, reply, r.unavailable ? 503 : 403, r.message, next);
         }
         info.who = `user:${r.name}`;
-        redirect(reply, next || hubUrl('/hub/home'), web.loginCookies(info, r.name, r.session_id));
+        redirect(reply, browserLocation(deps.subdomains, next || hubUrl('/hub/home')), web.loginCookies(info, r.name, r.session_id));
       },
     },
     ...(['GET', 'POST'] as const).map((method) => ({

@@ -29,6 +29,15 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
   const secureCookies = hubPublicUrl(config).startsWith('https://'); // Hub.public_url, or https by default with Hub.ssl_cert
 
   const isSecure = (info: RequestInfo) => secureCookies || info.headers['x-forwarded-proto'] === 'https';
+  // Hub.cookie_host_prefix_enabled, as the established hub's: the login cookie as `__Host-…`, which a browser keeps only
+  // when set by this very host, Secure, on path `/`, so no sibling host (a user's server) can plant one for the hub.
+  // The login form's XSRF cookie too (there it keeps `_xsrf`): one planted by a user's server would let a form on that
+  // server sign a visitor in as someone else. Every cookie the hub sets is host-only (no Domain), so with
+  // subdomain_host no user's host ever sees one.
+  const hostPrefixed = config.Hub.cookie_host_prefix_enabled;
+  const loginCookie = hostPrefixed ? `__Host-${LOGIN_COOKIE}` : LOGIN_COOKIE;
+  const xsrfCookie = hostPrefixed ? `__Host-${XSRF_COOKIE}` : XSRF_COOKIE;
+  const prefixedAt = (info: RequestInfo) => (hostPrefixed ? { path: '/', secure: true } : { path: hubUrl('/hub/'), secure: isSecure(info) });
 
   async function session(id: string, info: RequestInfo): Promise<SessionFacts> {
     const hit = sessions.get(id);
@@ -55,7 +64,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
 
     /** The logged-in user of a browser request, or null (no cookie, forged, expired, logged out, refused on refresh). */
     async identify(info: RequestInfo): Promise<Identity | null> {
-      const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[LOGIN_COOKIE]);
+      const payload = sealer.open<LoginPayload>(parseCookies(info.headers.cookie)[loginCookie]);
       if (!payload || typeof payload.s !== 'string' || Date.now() - payload.t > maxAgeMs) return null;
       let s = await session(payload.s, info);
       if (!s.valid || s.user !== payload.u) return null;
@@ -72,7 +81,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     loginCookies(info: RequestInfo, user: string, sessionId: string): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { path: hubUrl('/hub/'), maxAgeSeconds: maxAgeMs / 1000, secure }),
+        serializeCookie(loginCookie, sealer.seal({ u: user, s: sessionId, t: Date.now() }), { ...prefixedAt(info), maxAgeSeconds: maxAgeMs / 1000 }),
         serializeCookie(SESSION_COOKIE, sessionId, { path: baseUrl(), secure }),
       ];
     },
@@ -80,9 +89,9 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     clearCookies(info: RequestInfo): string[] {
       const secure = isSecure(info);
       return [
-        serializeCookie(LOGIN_COOKIE, '', { path: hubUrl('/hub/'), maxAgeSeconds: 0, secure }),
+        serializeCookie(loginCookie, '', { ...prefixedAt(info), maxAgeSeconds: 0 }),
         serializeCookie(SESSION_COOKIE, '', { path: baseUrl(), maxAgeSeconds: 0, secure }),
-        serializeCookie(XSRF_COOKIE, '', { path: hubUrl('/hub/'), maxAgeSeconds: 0, secure, httpOnly: false }),
+        serializeCookie(xsrfCookie, '', { ...prefixedAt(info), maxAgeSeconds: 0, httpOnly: false }),
       ];
     },
 
@@ -91,10 +100,10 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
 
     /** For anonymous forms (the login form): a random value in a cookie, repeated in the form. */
     anonymousXsrf(info: RequestInfo): { value: string; setCookie?: string } {
-      const existing = parseCookies(info.headers.cookie)[XSRF_COOKIE];
+      const existing = parseCookies(info.headers.cookie)[xsrfCookie];
       if (existing && /^[A-Za-z0-9_-]{16,64}$/.test(existing)) return { value: existing };
       const value = sealer.mac(`anon:${Math.random()}:${Date.now()}`).slice(0, 32);
-      return { value, setCookie: serializeCookie(XSRF_COOKIE, value, { path: hubUrl('/hub/'), maxAgeSeconds: 3600, secure: isSecure(info), httpOnly: false }) };
+      return { value, setCookie: serializeCookie(xsrfCookie, value, { ...prefixedAt(info), maxAgeSeconds: 3600, httpOnly: false }) };
     },
 
     /** The XSRF value a request carries (form field, query, or header), checked against what it should be. */

@@ -1,0 +1,126 @@
+// What the browser tests that run the established hub's single-user server need: the pinned venv that
+// `scripts/setup.mjs --for-tests` makes under .cache/jupyter-6.1 (jupyterhub 6.1.1, JupyterLab 4.6, the idle
+// culler 2.0, ipykernel), the spawner options that run it, the servers' own output for a failure's evidence, and
+// the end of a system account's processes after its hub stopped.
+import test, { type ExecutionContext } from 'ava';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO, sleep, type HubUnderTest } from '../harness.js';
+import { launchBrowser, type Browser, type Page } from './browser.js';
+
+export const VENV = join(REPO, '.cache', 'jupyter-6.1');
+export const SINGLEUSER = join(VENV, 'bin', 'jupyterhub-singleuser');
+export const CULLER = join(VENV, 'bin', 'jupyterhub-idle-culler');
+
+/** The venv must be the one setup pins (its stamp lists the pins); else the test fails saying how to make it. */
+export function requireVenv(): void {
+  const stamp = join(VENV, '.installed');
+  if (!existsSync(stamp) || !existsSync(SINGLEUSER) || !existsSync(CULLER)) {
+    throw new Error(`${VENV} is missing or incomplete: run \`node scripts/setup.mjs --for-tests\` (it installs jupyterhub 6.1.1, jupyterlab 4.6.6, jupyterhub-idle-culler 2.0.0 and ipykernel there)`);
+  }
+}
+
+/**
+ * A test file's hooks: the venv checked and one browser launched before its tests, the browser closed and the
+ * file's system accounts removed after them. Returns the browser, for the tests.
+ */
+export function venvBrowser(accounts: { removeAll(): void }): () => Browser {
+  let browser: Browser | undefined;
+  test.before(async () => {
+    requireVenv();
+    browser = await launchBrowser();
+  });
+  test.after.always(async () => {
+    await browser?.close();
+    accounts.removeAll();
+  });
+  return () => {
+    if (!browser) throw new Error('the browser did not start (see the before hook)');
+    return browser;
+  };
+}
+
+/** What a single-user server is started with: the venv's server, its bin first on PATH (so the kernel is its python), JupyterLab as the landing page (JUPYTERHUB_DEFAULT_URL). */
+export function venvSpawnerConfig(): Record<string, unknown> {
+  return {
+    cmd: [SINGLEUSER], default_url: '/lab', start_timeout: 60, http_timeout: 10, slow_spawn_timeout: 1,
+    environment: { PATH: `${join(VENV, 'bin')}:/usr/local/bin:/usr/bin:/bin`, JUPYTERHUB_ACTIVITY_INTERVAL: '1' },
+  };
+}
+
+/** Every server's own output, by file (the spawner keeps them under <data_dir>/servers/). */
+export function serverLogs(hub: HubUnderTest): Array<[string, string]> {
+  const dir = join(hub.dataDir, 'servers');
+  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => [f, readFileSync(join(dir, f), 'utf8')]) : [];
+}
+
+/** The end of the hub's log and of every server's output. */
+export function logsOf(hub: HubUnderTest): string {
+  const servers = serverLogs(hub).map(([f, text]) => `--- server ${f} ---\n${text.slice(-4000)}`);
+  return `--- hub log ---\n${hub.logs().slice(-4000)}\n${servers.join('\n')}`;
+}
+
+/**
+ * After the hub has stopped: the user's processes end too (kernels run in sessions of their own and end once
+ * their server has shut them down, or see it gone), so the account can be removed; what is left after the
+ * bound is killed by pid and named.
+ */
+export async function userProcessesEnd(user: string, t: ExecutionContext): Promise<void> {
+  const pids = () => spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+  const t0 = Date.now();
+  while (pids().length && Date.now() - t0 < 10_000) await sleep(100);
+  const left = pids();
+  if (!left.length) return;
+  const what = spawnSync('ps', ['-o', 'pid,args', '-p', left.join(',')], { encoding: 'utf8' }).stdout;
+  for (const pid of left) try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+  t.log(`processes of ${user} still running 10 s after the hub stopped (killed):\n${what}`);
+}
+
+/** Runs `body`; on failure adds a screenshot (to a temp dir) of each page, their errors and the logs to the error. */
+export async function withEvidence(t: ExecutionContext, pages: Array<{ page: Page; errors: string[] }>, hub: HubUnderTest, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (e) {
+    for (const [i, { page, errors }] of pages.entries()) {
+      let shot = '(no screenshot)';
+      try {
+        shot = join(mkdtempSync(join(tmpdir(), 'browser-test-')), `failure-${i}.png`);
+        await page.screenshot({ path: shot, fullPage: true, timeout: 5000 });
+      } catch (s) {
+        shot = `(screenshot failed: ${(s as Error).message})`;
+      }
+      t.log(`page ${i} at ${page.url()}; screenshot: ${shot}\npage errors:\n${errors.slice(-20).join('\n')}`);
+    }
+    t.log(logsOf(hub));
+    throw e;
+  }
+}
+
+/**
+ * From JupyterLab's launcher: a new notebook on the venv's Python kernel, once the kernel says Idle (a cell run before
+ * it is connected is silently not executed: JupyterLab clears its prompt). `run` types code into the last cell, runs it
+ * and returns the text of its output, which comes over the kernel's WebSocket.
+ */
+export async function newNotebook(page: Page): Promise<{ title: string; run: (code: string) => Promise<string> }> {
+  const card = page.locator('.jp-Launcher .jp-LauncherCard[data-category="Notebook"]').first();
+  await card.waitFor({ state: 'visible', timeout: 30_000 });
+  const title = (await card.getAttribute('title')) ?? (await card.innerText());
+  await card.click();
+  const notebook = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  await notebook.locator('.jp-Cell .cm-content').first().waitFor({ state: 'visible', timeout: 30_000 });
+  await page.locator('.jp-StatusBar-Widget').getByText(/^Python 3 \(ipykernel\) \| Idle$/).waitFor({ timeout: 45_000 });
+  let runs = 0;
+  return {
+    title,
+    async run(code: string): Promise<string> {
+      await notebook.locator('.jp-Cell .cm-content').last().click();
+      await page.keyboard.type(code);
+      await page.keyboard.press('Shift+Enter');
+      const output = notebook.locator('.jp-OutputArea-output').nth(runs++);
+      await output.waitFor({ state: 'visible', timeout: 45_000 });
+      return (await output.innerText()).trim();
+    },
+  };
+}
