@@ -10,7 +10,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ACTORS, type ActorName } from './paths.js';
 import { newToken } from './secrets.js';
-import { AUDIT_STREAM, BUCKET_FLOW, COMMAND_FLOW, consumedEntities, EVENT_FLOW, natsServiceName, subjects } from './subjects.js';
+import { AUDIT_STREAM, BUCKET_FLOW, COMMAND_FLOW, consumedEntities, EVENT_FLOW, LEASE_BUCKET, natsServiceName, subjects } from './subjects.js';
 
 /** The supervisor hands each actor its user and password in these (nothing else carries them). */
 export const NATS_USER_ENV = 'HUB_NATS_USER';
@@ -118,6 +118,8 @@ export function busPermissions(user: BusUser): BusPermissions {
     publish.push(...streamReader(kvStream(bucket)), `$JS.API.STREAM.CREATE.${kvStream(bucket)}`);
     if (writer === user) publish.push(`$KV.${bucket}.>`);
   }
+  // leases (shared/lease.ts): the bucket for everyone, keys only its own
+  publish.push(...streamReader(kvStream(LEASE_BUCKET)), `$JS.API.STREAM.CREATE.${kvStream(LEASE_BUCKET)}`, `$KV.${LEASE_BUCKET}.${user}.>`);
   return { publish: [...new Set(publish)], subscribe: [...new Set(subscribe)], allow_responses: true };
 }
 

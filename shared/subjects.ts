@@ -55,6 +55,12 @@ export function consumedEntities(actor: keyof typeof EVENT_FLOW): EventEntity[] 
  */
 export const BUCKETS = { servers: 'hub_servers', routes: 'hub_routes', services: 'hub_services' } as const;
 
+/**
+ * Leases for work done once per hub (shared/lease.ts): every actor contends for its own keys only
+ * (`$KV.hub_leases.<actor>.>`), and reads the bucket to see them.
+ */
+export const LEASE_BUCKET = 'hub_leases';
+
 export const BUCKET_FLOW: Record<(typeof BUCKETS)[keyof typeof BUCKETS], { writer: string; readers: readonly string[] }> = {
   hub_servers: { writer: 'spawner', readers: ['gateway', 'proxy-router', 'oauth'] },
   hub_routes: { writer: 'proxy-router', readers: ['gateway'] },
