@@ -26,6 +26,7 @@ import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
 import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
 import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
+import { restartResultFile, rollingRestart, takeRestartRequest, writeJsonAtomically } from './shared/rolling-restart.js';
 import { createReloader, isReloadAsked, RELOAD_ASKED_REPLY, reloadResultFile, takeReloadAsker } from './shared/reload.js';
 import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
@@ -365,15 +366,23 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
       recordProcesses();
     },
     actors: () => children.filter((c) => c.spec.ipc && c.pid).map((c) => ({ id: c.spec.id, send: (m: unknown) => c.send(m), onMessage: (fn: (m: unknown) => void) => c.onMessage(fn) })),
-    writeResult: (result) => {
-      const file = reloadResultFile(run);
-      writeFileSync(`${file}.tmp`, JSON.stringify(result));
-      renameSync(`${file}.tmp`, file);
-    },
+    writeResult: (result) => writeJsonAtomically(reloadResultFile(run), result),
     log, confirmMs: config.Hub.rpc_timeout * 1000,
   });
   process.on('SIGHUP', () => void reload(takeReloadAsker(run)).catch((err) => log.error({ event: 'supervisor.reload_failed', err }, 'reload failed')));
   for (const child of children) child.onMessage((m) => { if (isReloadAsked(m)) void reload(m.by, m.id).then((result) => child.send({ type: RELOAD_ASKED_REPLY, id: m.id, result })); });
+  // `hub restart [ACTOR]` (shared/rolling-restart.ts): asked with SIGUSR2 and a request file; one at a time
+  let restarting: Promise<unknown> = Promise.resolve();
+  process.on('SIGUSR2', () => {
+    const request = takeRestartRequest(run);
+    if (!request || stopping) return;
+    restarting = restarting.then(async () => {
+      const result = await rollingRestart(children, request, {
+        readyMs: config.Supervisor.startup_timeout * 1000, drainMs: config.Supervisor.drain_timeout * 1000, log,
+      });
+      writeJsonAtomically(restartResultFile(run), result);
+    }).catch((err) => log.error({ event: 'supervisor.restart_failed', err }, 'rolling restart failed'));
+  });
 
   const t0 = Date.now();
   const [first, ...rest] = children;

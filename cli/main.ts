@@ -26,6 +26,13 @@ const VERBS: Record<string, Verb> = {
     help: ["the running hub's processes with their memory (RSS and PSS),", "and each actor's answer to a gRPC ping"],
     run: async () => (await import('./status.js')).status,
   },
+  restart: {
+    positional: [0, 1], flags: { build: 'boolean' }, usage: 'restart [ACTOR] [--build]',
+    help: ['replace every actor and gateway (or those of ACTOR) one at a time with a fresh process running the code',
+      'now in dist/, without failing a request or stopping a server (--build: `npm run build` first, an upgrade);',
+      'gateways hand the port over and drain up to Supervisor.drain_timeout'],
+    run: async () => (await import('./restart.js')).restart,
+  },
   reload: {
     positional: [0, 0], flags: { 'all-nodes': 'boolean' }, usage: 'reload [--all-nodes]',
     help: ['read and validate the configuration again and apply what can change live (roles, services, api_tokens,',

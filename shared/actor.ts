@@ -14,7 +14,7 @@ import { grpcSocketPath, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
 import { HUB_COMMIT, HUB_VERSION } from './build-info.js';
 import { isReloadAnswer, isReloadRequest, RELOAD_ASKED, RELOADED_MESSAGE, type ReloadAsked, type ReloadedReply, type ReloadRequest } from './reload.js';
-import { SHUTDOWN_MESSAGE, type ShutdownRequest } from './supervision.js';
+import { ACTOR_READY_MESSAGE, isGo, isReplacedNotice, SHUTDOWN_MESSAGE, STANDBY_ENV, STANDBY_MESSAGE, type ReplacedNotice, type ShutdownRequest } from './supervision.js';
 
 export { HUB_VERSION };
 /**
@@ -46,6 +46,8 @@ export interface ActorParts<A extends ActorName> {
   details?: () => Record<string, string>;
   /** stop taking outside work (e.g. close a listen socket); runs first on shutdown */
   stopIntake?: () => Promise<void> | void;
+  /** when replaced by a fresh process (`hub restart`): after stopIntake, wait (at most `ms`) for the work in progress */
+  drain?: (ms: number) => Promise<void>;
   /** release resources (stores, timers); runs after the transports are drained */
   close?: () => Promise<void> | void;
   /** applies the live options (shared/reload.ts LIVE_OPTIONS) of a reloaded configuration; the log level is done already */
@@ -88,6 +90,14 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
     actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000,
     onNatsStatus: (l) => void statusListeners.push(l),
   };
+  // a successor started by `hub restart` waits here, booted, until its predecessor is gone (shared/supervision.ts)
+  if (process.env[STANDBY_ENV] === '1' && process.send) {
+    process.send({ type: STANDBY_MESSAGE });
+    await new Promise<void>((resolve) => {
+      process.on('message', (m) => { if (isGo(m)) resolve(); });
+      process.once('disconnect', () => process.exit(0)); // the supervisor went away meanwhile
+    });
+  }
   const parts = await setup(ctx);
 
   const ping = () => ({
@@ -103,16 +113,23 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid), commit: HUB_COMMIT, started: startedIso }, { metrics: metricsSnapshot }, instance);
   const heartbeat = startHeartbeat(nc, actor, instance, node);
 
+  // `hub restart` tells an actor it is being replaced before it stops it (shared/supervision.ts REPLACED_MESSAGE)
+  let replaced: ReplacedNotice | null = null;
+  if (process.send) process.on('message', (m) => { if (isReplacedNotice(m)) replaced = m; });
   let stopping: Promise<void> | undefined;
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {
-    log.info({ event: 'actor.stopping', reason }, 'stopping');
+    const successor = replaced as ReplacedNotice | null;
+    const drainMs = successor && parts.drain ? successor.drain_ms : 0;
+    log.info({ event: 'actor.stopping', reason, replaced: Boolean(successor), drainMs }, 'stopping');
     const budget = setTimeout(() => {
       log.error({ event: 'actor.stop.timeout' }, 'shutdown budget exceeded, exiting');
       process.exit(1);
-    }, config.Supervisor.shutdown_timeout * 1000 - 500);
+    }, drainMs + config.Supervisor.shutdown_timeout * 1000 - 500);
     budget.unref();
     await parts.stopIntake?.();
-    await stopGrpc(grpcServer, 1000);
+    if (drainMs) await parts.drain!(drainMs);
+    // a process whose successor already serves leaves the socket alone: the path is the successor's now (closing unlinks it)
+    if (!successor?.overlap) await stopGrpc(grpcServer, 1000);
     await rpcOverNats.drain().catch(() => undefined);
     heartbeat.stop();
     await natsService.stop().catch(() => undefined);
@@ -179,9 +196,10 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
 
   await audit.publish('actor', 'start', { who: `actor:${actor}`, what: instance, outcome: 'ok', pid: process.pid });
   log.info({ event: 'actor.ready', instance, startupMs: Date.now() - startedAt }, 'ready');
+  process.send?.({ type: ACTOR_READY_MESSAGE });
 }
 
 /** The client of another actor, by whatever way reaches it from this node (shared/grpc.ts createActorClient). */
-export function actorClient<B extends ServiceActor>(ctx: ActorContext, actor: B, timeoutMs = ctx.rpcTimeoutMs): Client<B> {
-  return createActorClient(actor, { config: ctx.config, nc: ctx.nc, timeoutMs });
+export function actorClient<B extends ServiceActor>(ctx: ActorContext, actor: B, timeoutMs = ctx.rpcTimeoutMs, waitForCalleeMs?: number): Client<B> {
+  return createActorClient(actor, { config: ctx.config, nc: ctx.nc, timeoutMs, waitForCalleeMs });
 }

@@ -145,12 +145,12 @@ const grpcNotReached = (repeatable: boolean) => (e: unknown) => {
 const natsNotReached = (e: unknown) => (e as { code?: string })?.code === '503';
 
 /**
- * `attempt`, tried again while it fails without reaching the callee, for up to `options.waitForCalleeMs` (and never past
- * the deadline): a start sent while the spawner restarts waits for the new one instead of answering 503 at once.
+ * `attempt`, tried again while it fails without reaching the callee, for up to `waitMs` (and never past the deadline):
+ * a call sent while its callee restarts (`hub restart`, a crash) waits for the new one instead of failing at once.
  * Bounded in time; the pauses grow from 25 ms to 250 ms.
  */
-async function untilReached<T>(attempt: () => Promise<T>, notReached: (e: unknown) => boolean, options: CallOptions, deadline: number): Promise<T> {
-  const until = Math.min(deadline - 50, Date.now() + (options.waitForCalleeMs ?? 0));
+async function untilReached<T>(attempt: () => Promise<T>, notReached: (e: unknown) => boolean, waitMs: number, deadline: number): Promise<T> {
+  const until = Math.min(deadline - 50, Date.now() + waitMs);
   for (let pause = 25; ; pause = Math.min(pause * 2, 250)) {
     try {
       return await attempt();
@@ -165,7 +165,7 @@ async function untilReached<T>(attempt: () => Promise<T>, notReached: (e: unknow
  * A typed client of another actor's service (`auth.getUser({name})`): every call has a deadline (the
  * caller's, passed on, or now + `defaultTimeoutMs`), carried to the callee; failures reject as HubErrors.
  */
-export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: string, defaultTimeoutMs: number): Client<A> {
+export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: string, defaultTimeoutMs: number, defaultWaitMs = 0): Client<A> {
   const ctor = serviceConstructor(actor);
   const client = new ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), {
     'grpc.initial_reconnect_backoff_ms': 100,
@@ -184,7 +184,7 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
       const once = () => new Promise((resolve, reject) => {
         fn.call(client, request, metadata, { deadline }, (e: grpc.ServiceError | null, reply: unknown) => (e ? reject(e) : resolve(reply)));
       });
-      return untilReached(once, grpcNotReached(options.repeatable === true), options, deadline).then((reply) => {
+      return untilReached(once, grpcNotReached(options.repeatable === true), options.waitForCalleeMs ?? defaultWaitMs, deadline).then((reply) => {
         okTimer.observe(secondsSince(start));
         return reply;
       }, (e: grpc.ServiceError) => {
@@ -206,8 +206,10 @@ export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<v
 
 /** Call options for a call allowed `ms` from now (for calls that legitimately take longer than one rpc_timeout). */
 export const within = (ms: number, base: CallOptions = {}): CallOptions => ({ ...base, deadline: Date.now() + ms });
+/** The share of a call's budget it may spend waiting for a callee that restarts (the rest is for the call itself). */
+const restartWaitShare = 0.8;
 /** How long a call that must not fail for a restart (a server's start) waits for its callee: most of Hub.rpc_timeout. */
-export const restartWaitMs = (config: HubConfig): number => config.Hub.rpc_timeout * 800;
+export const restartWaitMs = (config: HubConfig): number => config.Hub.rpc_timeout * 1000 * restartWaitShare;
 
 // ---- between nodes: the same contracts over NATS ------------------------------------------------------
 // An actor another node needs (the gateway of a node that runs only spawner and gateway asks auth and tokens)
@@ -274,7 +276,7 @@ function replyError(m: Msg, err: HubError): void {
  * A typed client of an actor on another node, over NATS: the same calls, deadlines and errors as `createGrpcClient`.
  * `node`: the instance of that node only (served with `serveGrpcOverNats(..., node)`).
  */
-export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsConnection, defaultTimeoutMs: number, node?: string): Client<A> {
+export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsConnection, defaultTimeoutMs: number, node?: string, defaultWaitMs = 0): Client<A> {
   const ctor = serviceConstructor(actor);
   const typed: Record<string, unknown> = { close: () => undefined };
   for (const method of Object.keys(ctor.service)) {
@@ -291,7 +293,7 @@ export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsCo
       let reply: Msg | undefined;
       try {
         reply = await untilReached(() => nc.request(subject, def.requestSerialize(request), { timeout: Math.max(1, deadline - Date.now()), headers: h }),
-          natsNotReached, options, deadline);
+          natsNotReached, options.waitForCalleeMs ?? defaultWaitMs, deadline);
         err = fromNatsReply(reply.headers);
       } catch (e) {
         err = fromNatsRequestError(e, `${actor}.${method}`);
@@ -311,8 +313,12 @@ export function createNatsRpcClient<A extends ServiceActor>(actor: A, nc: NatsCo
  * The client an actor uses to call another: over its unix socket when this node runs that actor (the fast,
  * usual way), else over NATS to whichever node runs it (`Supervisor.actors` says which run here).
  */
-export function createActorClient<A extends ServiceActor>(actor: A, { config, nc, timeoutMs }: { config: HubConfig; nc: NatsConnection; timeoutMs: number }): Client<A> {
+export function createActorClient<A extends ServiceActor>(actor: A, { config, nc, timeoutMs, waitForCalleeMs = restartWaitShare * timeoutMs }: {
+  config: HubConfig; nc: NatsConnection; timeoutMs: number;
+  /** how long a call waits for a callee that cannot be reached (restarting); default most of `timeoutMs` */
+  waitForCalleeMs?: number;
+}): Client<A> {
   return (config.Supervisor.actors as readonly string[]).includes(actor)
-    ? createGrpcClient(actor, grpcSocketPath(config.Hub.data_dir, actor), timeoutMs)
-    : createNatsRpcClient(actor, nc, timeoutMs);
+    ? createGrpcClient(actor, grpcSocketPath(config.Hub.data_dir, actor), timeoutMs, waitForCalleeMs)
+    : createNatsRpcClient(actor, nc, timeoutMs, undefined, waitForCalleeMs);
 }

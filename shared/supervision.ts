@@ -22,6 +22,34 @@ export const GATEWAY_BOOTED_MESSAGE = 'hub.gateway.booted';
 export const isGatewayBooted = (m: unknown): boolean =>
   typeof m === 'object' && m !== null && (m as { type?: unknown }).type === GATEWAY_BOOTED_MESSAGE;
 
+/** IPC from an actor once it serves (its gRPC and NATS services registered): a replacement waits for it. */
+export const ACTOR_READY_MESSAGE = 'hub.actor.ready';
+export const isActorReady = (m: unknown): boolean =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ACTOR_READY_MESSAGE;
+
+/**
+ * `hub restart` of an actor that must not run twice at once: its successor starts with STANDBY_ENV set, boots as far
+ * as it can without touching anything its predecessor owns (code loaded, NATS connected), says STANDBY_MESSAGE and
+ * waits; once the predecessor is gone the supervisor sends GO_MESSAGE and it takes over. The gap is its setup alone.
+ */
+export const STANDBY_ENV = 'HUB_ACTOR_STANDBY';
+export const STANDBY_MESSAGE = 'hub.actor.standby';
+export const GO_MESSAGE = 'hub.actor.go';
+const ofType = (m: unknown, type: string): boolean => typeof m === 'object' && m !== null && (m as { type?: unknown }).type === type;
+export const isStandby = (m: unknown): boolean => ofType(m, STANDBY_MESSAGE);
+export const isGo = (m: unknown): boolean => ofType(m, GO_MESSAGE);
+
+/**
+ * IPC to an actor about to be stopped because a fresh process replaces it (`hub restart`): leave running what the
+ * successor keeps (the spawner: servers), and (a gateway) drain: open WebSockets, event streams and requests in
+ * flight are kept up to `drain_ms` after the listen socket closed.
+ */
+export const REPLACED_MESSAGE = 'hub.replaced';
+/** `overlap`: the successor already serves (and holds the actor's socket path) */
+export interface ReplacedNotice { type: typeof REPLACED_MESSAGE; drain_ms: number; overlap: boolean }
+export const isReplacedNotice = (m: unknown): m is ReplacedNotice =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === REPLACED_MESSAGE;
+
 export interface ChildSpec {
   id: string;
   command: string;
@@ -51,6 +79,8 @@ export class SupervisedChild {
   private restartTimes: number[] = [];
   private restartTimer: NodeJS.Timeout | null = null;
   private stopping = false;
+  /** between a sequential replacement's stop of the old process and the start of the fresh one */
+  private replacing = false;
   failed = false;
   private readonly messageListeners: ((message: unknown) => void)[] = [];
   /** times this child was started again after dying */
@@ -73,20 +103,111 @@ export class SupervisedChild {
   }
 
   start(): void {
+    this.proc = this.spawnProcess();
+    this.startedAt = Date.now();
+    this.onChange();
+  }
+
+  private spawnProcess(extraEnv: NodeJS.ProcessEnv = {}): ChildProcess {
     const stdio: StdioOptions = this.spec.ipc ? ['ignore', 'inherit', 'inherit', 'ipc'] : ['ignore', 'inherit', 'inherit'];
     // Own process group: a Ctrl-C on the terminal reaches only the supervisor, which then stops children in order.
-    const { env, cwd, uid, gid } = this.spec;
+    const { cwd, uid, gid } = this.spec;
+    const env = { ...this.spec.env, ...extraEnv };
     const proc = spawn(this.spec.command, this.spec.args, { env, stdio, detached: true, cwd, uid, gid });
-    this.proc = proc;
-    this.startedAt = Date.now();
     proc.on('error', (err) => this.log.error({ event: 'child.spawn_error', child: this.spec.id, err: err.message }, 'could not start child'));
     proc.on('exit', (code, signal) => this.exited(proc, code, signal));
     if (this.spec.ipc) proc.on('message', (m) => { for (const listener of this.messageListeners) listener(m); });
     this.log.info({ event: 'child.started', child: this.spec.id, pid: proc.pid }, `started ${this.spec.id}`);
+    return proc;
+  }
+
+  /** Resolves true once `proc` says it serves (ACTOR_READY_MESSAGE), false when it exits first or `timeoutMs` passes. */
+  private whenReady(proc: ChildProcess, timeoutMs: number, said = isActorReady): Promise<boolean> {
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        proc.off('message', onMessage);
+        proc.off('exit', onExit);
+        resolve(ok);
+      };
+      const onMessage = (m: unknown) => { if (said(m)) done(true); };
+      const onExit = () => done(false);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      proc.on('message', onMessage);
+      proc.once('exit', onExit);
+    });
+  }
+
+  /** Asks `proc` to stop (SIGTERM, SIGKILL after `budgetMs`); resolves once it is gone. */
+  private async terminate(proc: ChildProcess, budgetMs: number): Promise<void> {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => {
+      this.log.warn({ event: 'child.kill', child: this.spec.id, pid: proc.pid }, `${this.spec.id} did not stop in time: SIGKILL`);
+      proc.kill('SIGKILL');
+    }, budgetMs);
+    await gone;
+    clearTimeout(timer);
+  }
+
+  /**
+   * `hub restart`: this child's process replaced by a fresh one of the same spec (the code now in dist/). `overlap`
+   * (gateways, which share their port): the fresh one starts beside the old one, and once it serves the old one is
+   * told it is replaced and stopped, draining up to `drainMs`. Otherwise the fresh one boots to standby, the old one
+   * is told, stops (its in-flight calls finish), then the fresh one goes on: callers wait for it (calls that did not reach it are sent again, within
+   * their deadline). Resolves with the new pid (and `gone`: the old one's end, after its drain), or null when the
+   * fresh process did not come up within `readyMs` (then the child is left to its restart policy, as after a crash).
+   */
+  async replace(mode: 'overlap' | 'sequential', readyMs: number, drainMs: number): Promise<{ oldPid: number; pid: number; gone: Promise<void> } | null> {
+    const old = this.proc;
+    if (!old || this.stopping) return null;
+    const oldPid = old.pid!;
+    const notice = { type: REPLACED_MESSAGE, drain_ms: drainMs, overlap: mode === 'overlap' } satisfies ReplacedNotice;
+    if (mode === 'overlap') {
+      const fresh = this.spawnProcess();
+      if (!(await this.whenReady(fresh, readyMs))) {
+        this.log.error({ event: 'child.replace_failed', child: this.spec.id, pid: fresh.pid }, `${this.spec.id}: its replacement did not come up; the running one stays`);
+        await this.terminate(fresh, this.policy.shutdownMs);
+        return null;
+      }
+      this.proc = fresh;
+      this.startedAt = Date.now();
+      this.onChange();
+      if (old.connected) old.send(notice);
+      // the old one drains in the background: the next replacement need not wait for its WebSockets to close
+      return { oldPid, pid: fresh.pid!, gone: this.terminate(old, drainMs + this.policy.shutdownMs) };
+    }
+    const fresh = this.spawnProcess({ [STANDBY_ENV]: '1' });
+    if (!(await this.whenReady(fresh, readyMs, isStandby))) {
+      this.log.error({ event: 'child.replace_failed', child: this.spec.id, pid: fresh.pid }, `${this.spec.id}: its replacement did not boot; the running one stays`);
+      await this.terminate(fresh, this.policy.shutdownMs);
+      return null;
+    }
+    if (old.connected) old.send(notice);
+    this.replacing = true;
+    await this.terminate(old, this.policy.shutdownMs);
+    this.replacing = false;
+    if (this.stopping) {
+      await this.terminate(fresh, this.policy.shutdownMs);
+      return null;
+    }
+    this.proc = fresh;
+    this.startedAt = Date.now();
     this.onChange();
+    const ready = this.whenReady(fresh, readyMs);
+    fresh.send({ type: GO_MESSAGE });
+    return (await ready) ? { oldPid, pid: fresh.pid!, gone: Promise.resolve() } : null;
   }
 
   private exited(proc: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
+    if (proc !== this.proc || this.replacing) {
+      // a process replaced by `hub restart` (or one that never became its replacement): no restart
+      this.log.info({ event: 'child.exit', child: this.spec.id, pid: proc.pid, code, signal, replaced: true }, `${this.spec.id} (replaced) exited`);
+      if (proc === this.proc) this.proc = null;
+      this.onChange();
+      return;
+    }
     const uptimeMs = Date.now() - this.startedAt;
     const level = this.stopping ? 'info' : 'warn';
     this.log[level]({ event: 'child.exit', child: this.spec.id, pid: proc.pid, code, signal, uptimeMs, deliberate: this.stopping }, `${this.spec.id} exited`);
@@ -134,14 +255,7 @@ export class SupervisedChild {
     this.stopping = true;
     if (this.restartTimer) clearTimeout(this.restartTimer);
     const proc = this.proc;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    proc.kill('SIGTERM');
-    const timer = setTimeout(() => {
-      this.log.warn({ event: 'child.kill', child: this.spec.id, pid: proc.pid }, `${this.spec.id} did not stop in time: SIGKILL`);
-      proc.kill('SIGKILL');
-    }, this.policy.shutdownMs);
-    await gone;
-    clearTimeout(timer);
+    if (!proc) return;
+    await this.terminate(proc, this.policy.shutdownMs);
   }
 }

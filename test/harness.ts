@@ -145,12 +145,12 @@ export async function stopChild(child: ChildProcess | undefined): Promise<void> 
 }
 
 /** Runs the `hub` command to completion (for config errors and CLI verbs); `input` is its whole standard input. */
-export function runHubCommand(args: string[], { env = {}, input = '' }: { env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return runCommand(process.execPath, [SUPERVISOR, ...args], { env: { ...process.env, ...env }, input });
+export function runHubCommand(args: string[], { env = {}, input = '', killAfterMs }: { env?: NodeJS.ProcessEnv; input?: string; killAfterMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runCommand(process.execPath, [SUPERVISOR, ...args], { env: { ...process.env, ...env }, input, killAfterMs });
 }
 
-/** Runs a program to its end (killed after 30 s), with exactly `env`; its exit code and output. */
-export function runCommand(command: string, args: string[], { env, input = '' }: { env: NodeJS.ProcessEnv; input?: string }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs a program to its end (killed after `killAfterMs`, 30 s), with exactly `env`; its exit code and output. */
+export function runCommand(command: string, args: string[], { env, input = '', killAfterMs = 30_000 }: { env: NodeJS.ProcessEnv; input?: string; killAfterMs?: number }): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(command, args, { cwd: REPO, env });
     p.stdin.end(input);
@@ -158,7 +158,7 @@ export function runCommand(command: string, args: string[], { env, input = '' }:
     let stderr = '';
     p.stdout.on('data', (d) => { stdout += d; });
     p.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), 30_000);
+    const timer = setTimeout(() => p.kill('SIGKILL'), killAfterMs);
     p.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
   });
 }

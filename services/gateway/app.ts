@@ -19,6 +19,7 @@ import { baseUrl, hubUrl, intoBase, withinBase } from '../../shared/urls.js';
 import { HSTS } from '../../shared/tls.js';
 import type { Mount } from './front-door.js';
 import type { HubConfig } from '../../shared/config.js';
+import { drain } from './drain.js';
 
 export interface GatewayDeps {
   ctx: ActorContext;
@@ -72,12 +73,14 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
   // over HTTPS every answer also tells browsers to come back only over HTTPS (HSTS); Hub.extra_headers may replace it
   const hsts = { 'Strict-Transport-Security': HSTS };
   /** the header blocks of pages and API answers, plain and secure; compiled again when `hub reload` changes extra_headers */
+  // (indexed plain, secure, then the same with `Connection: close` for a draining gateway: drain.ts)
   const headerBlocks = (config: HubConfig) => {
     const versions = versionHeaders(config.Hub.extra_headers);
-    return {
-      page: [compileHeaders({ ...versions, ...securityHeaders(config) }), compileHeaders({ ...versions, ...hsts, ...securityHeaders(config) })],
-      api: [compileHeaders({ ...versions, ...securityHeaders(config, { api: true }) }), compileHeaders({ ...versions, ...hsts, ...securityHeaders(config, { api: true }) })],
-    };
+    const variants = (headers: Record<string, string>) => [
+      compileHeaders({ ...versions, ...headers }), compileHeaders({ ...versions, ...hsts, ...headers }),
+      compileHeaders({ ...versions, ...headers, Connection: 'close' }), compileHeaders({ ...versions, ...hsts, ...headers, Connection: 'close' }),
+    ];
+    return { page: variants(securityHeaders(config)), api: variants(securityHeaders(config, { api: true })) };
   };
   let blocks = headerBlocks(ctx.config);
   const toHub: Handler = (_i, reply) => reply.send(302, '', { Location: hubUrl('/hub/') });
@@ -182,8 +185,8 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
       if (proxy.handle(res, req)) return;
       const reply = new Reply(res);
       const info = snapshot(req, res);
-      const pageHeaders = blocks.page[which];
-      const apiHeaders = blocks.api[which];
+      const pageHeaders = blocks.page[drain.draining ? which + 2 : which];
+      const apiHeaders = blocks.api[drain.draining ? which + 2 : which];
       if (prefix !== '/') {
         const inside = withinBase(info.path);
         if (inside === null) return outsideBase(info, reply, pageHeaders);
@@ -192,11 +195,13 @@ export function createApp({ ctx, health, api, pages, proxy, identify, scraper }:
       // the OAuth provider's endpoints under /hub/api/oauth2/ are pages
       reply.base = info.path.startsWith('/hub/api/') && !info.path.startsWith('/hub/api/oauth2/') ? apiHeaders : pageHeaders;
       reply.headOnly = info.method === 'HEAD';
+      drain.begin();
       dispatch(info, reply).then(
-        () => finished(info, reply),
+        () => { finished(info, reply); drain.end(); },
         (e) => {
           fail(info, reply, asHubError(e));
           finished(info, reply);
+          drain.end();
         });
     });
   };

@@ -32,6 +32,7 @@ import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
 import { ACTORS } from '../../shared/paths.js';
 import { GATEWAY_BOOTED_MESSAGE } from '../../shared/supervision.js';
+import { drain } from './drain.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
@@ -99,7 +100,7 @@ await runActor('gateway', async (ctx) => {
   const pages = createPages({ ...apiDeps, hasRoute: (spec: string) => routes.table.get(spec) !== null },
     (kit) => [...externalLoginRoutes(apiDeps, kit), ...oauthProviderRoutes(apiDeps, kit, oauth), ...oidcProviderRoutes(apiDeps, kit, oauth), ...adminRoutes(apiDeps, kit), ...acceptShareRoutes(apiDeps, kit)]);
   const health = createHealthChecker(dataDir, ctx.config.Hub.health_timeout * 1000, replicaOf(ctx.config.Hub.port),
-    (actor) => actorClient(ctx, actor, ctx.config.Hub.health_timeout * 1000));
+    (actor) => actorClient(ctx, actor, ctx.config.Hub.health_timeout * 1000, 0)); // health reports, never waits
   // a scrape waits for every actor at most as long as /hub/health does
   const scraper = createScraper(ctx.nc, ctx.config.Hub.health_timeout * 1000);
   supervisorGauges(dataDir);
@@ -120,6 +121,7 @@ await runActor('gateway', async (ctx) => {
     details: () => ({ uws: UWS_BUILD, listen: `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
       ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
     stopIntake: () => frontDoor.stopIntake(),
+    drain: (ms) => drain.wait(ms, ctx.log),
     // `hub reload`: services, roles, extra_headers; every cached resolution is worked out again (as after a reconnect)
     reload: (next) => {
       directory.useConfig(next);

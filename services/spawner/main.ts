@@ -4,7 +4,7 @@ import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.j
 
 import { subjects } from '../../shared/subjects.js';
 import { createActivityBuffer } from './activity.js';
-import { isShutdownRequest } from '../../shared/supervision.js';
+import { isReplacedNotice, isShutdownRequest } from '../../shared/supervision.js';
 import type { SpawnerBackend } from './backend.js';
 import { backendContext, BACKENDS } from './backends/index.js';
 import { createSpawnerHandlers, serverMessage } from './handlers.js';
@@ -58,6 +58,7 @@ await runActor('spawner', async (ctx) => {
   let cleanupServers = config.Hub.cleanup_servers;
   process.on('message', (m) => {
     if (isShutdownRequest(m) && typeof m.servers === 'boolean') cleanupServers = m.servers;
+    if (isReplacedNotice(m)) cleanupServers = false; // `hub restart`: the successor adopts them
   });
 
   // named servers `hub import jupyterhub` brought over (the file goes once they are in the registry)

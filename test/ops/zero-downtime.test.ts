@@ -6,7 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { apiClient, randomToken } from '../api/client.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isAlive, NATS_TOKEN, REPO, runHubCommand, startHub, waitFor } from '../harness.js';
+import http from 'node:http';
+import WebSocket, { WebSocketServer } from 'ws';
+import { isAlive, NATS_TOKEN, REPO, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
+import { listen } from '../proxy/helpers.js';
 import { execFileSync } from 'node:child_process';
 import { HUB_VERSION } from '../../shared/build-info.js';
 import { cliIdentity } from '../../cli/hub.js';
@@ -91,25 +94,28 @@ test.serial('front door: a start sent while the spawner restarts waits for the n
   }
 });
 
-/** A steady API load until stopped: `workers` loops of GET /hub/api/users; every answer that is not a 200 counted. */
-function apiLoad(url: string, token: string, workers = 4) {
+/** A steady load of GETs of one URL until stopped; every answer that is not a 200 counted. */
+function pathLoad(url: string, workers = 1, token?: string) {
   let running = true;
   const failures: string[] = [];
   let done = 0;
   const loops = Array.from({ length: workers }, async () => {
     while (running) {
       try {
-        const r = await fetch(`${url}/hub/api/users`, { headers: { authorization: `token ${token}` }, signal: AbortSignal.timeout(10_000) });
+        const r = await fetch(url, { headers: token ? { authorization: `token ${token}` } : {}, signal: AbortSignal.timeout(10_000) });
         await r.arrayBuffer();
-        if (r.status !== 200) failures.push(String(r.status));
+        if (r.status !== 200) failures.push(`${url} ${r.status}`);
       } catch (e) {
-        failures.push((e as Error).message);
+        failures.push(`${url} ${(e as Error).message} ${String((e as { cause?: unknown }).cause ?? '')}`);
       }
       done++;
     }
   });
   return { stop: async () => { running = false; await Promise.all(loops); return { failures, done }; } };
 }
+
+/** A steady API load until stopped: GET /hub/api/users. */
+const apiLoad = (url: string, token: string, workers = 4) => pathLoad(`${url}/hub/api/users`, workers, token);
 
 test.serial('hub reload: a service added to the file works at once, 0 API requests fail meanwhile; an invalid file changes nothing; SIGHUP removes it again', async (t) => {
   const hub = await startHub({ config: hubConfig() });
@@ -171,5 +177,98 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
     t.like(events[1], { who: 'SIGHUP', details: { changed: ['Hub.extra_headers', 'Hub.services'], needs_restart: [] } });
   } finally {
     await hub.stop();
+  }
+});
+
+/** A target for the proxy: 200 "ok" for HTTP, and an echo WebSocket at <prefix>echo. */
+async function echoBackend(): Promise<{ server: http.Server; port: number }> {
+  const server = http.createServer((_req, res) => res.end('ok'));
+  const wss = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))));
+  return { server, port: await listen(server) };
+}
+
+/** A WebSocket through the gateway that echoes; `roundTrip` sends a message and waits (bounded) for it back. */
+async function echoSocket(url: string) {
+  const ws = new WebSocket(url);
+  await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
+  let closed: number | null = null;
+  ws.on('close', (code) => { closed = code; });
+  let n = 0;
+  return {
+    get closed() { return closed; },
+    roundTrip: (timeoutMs = 5000) => new Promise<boolean>((resolve) => {
+      const text = `m${n++}`;
+      const timer = setTimeout(() => { ws.off('message', onMessage); resolve(false); }, timeoutMs);
+      const onMessage = (data: WebSocket.RawData) => {
+        if (data.toString() !== text) return;
+        clearTimeout(timer);
+        ws.off('message', onMessage);
+        resolve(true);
+      };
+      ws.on('message', onMessage);
+      ws.send(text);
+    }),
+    close: () => ws.close(),
+  };
+}
+
+test.serial('hub restart: every actor and both gateways replaced under HTTP, proxy and WebSocket load: no request fails, the server keeps running, an open WebSocket stays usable', async (t) => {
+  const backend = await echoBackend();
+  const hub = await startHub({ config: hubConfig({
+    Hub: { services: [{ name: 'echo', url: `http://127.0.0.1:${backend.port}` }] },
+    Supervisor: { gateways: 2, drain_timeout: 30 },
+  }) });
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const file = join(hub.dataDir, 'hub.json');
+  try {
+    const api = apiClient(hub.url);
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['alice'] } })).status, 201);
+    t.true([201, 202].includes((await api('POST', '/users/alice/server', { token: ADMIN })).status));
+    await waitFor('alice\'s server', async () => ((await api('GET', '/users/alice', { token: ADMIN })).body?.servers?.['']?.ready ? true : undefined), 20_000);
+    const aliceBefore = (await api('GET', '/users/alice', { token: ADMIN })).body;
+    await waitFor('the echo route', async () => ((await fetch(`${hub.url}/services/echo/`)).status === 200 ? true : undefined));
+    const before = hub.children();
+    const socket = await echoSocket(`${hub.url.replace('http', 'ws')}/services/echo/echo`);
+    t.true(await socket.roundTrip());
+
+    // load: the API, a proxied service, the user's server; and the open WebSocket, used all along
+    const loads = [apiLoad(hub.url, ADMIN, 2), pathLoad(`${hub.url}/services/echo/`, 2), pathLoad(`${hub.url}/user/alice/`, 1, ADMIN)];
+    let wsFailures = 0;
+    let wsRounds = 0;
+    let talking = true;
+    const talk = (async () => { while (talking) { if (!(await socket.roundTrip())) wsFailures++; wsRounds++; await sleep(100); } })();
+
+    const r = await runHubCommand(['restart', '--config', file], { env, killAfterMs: 110_000 });
+    t.is(r.code, 0, `${r.stdout}${r.stderr}`);
+    t.regex(r.stdout, /restarted 7 processes/);
+    const after = hub.children();
+    for (const id of ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway', 'gateway-2']) t.not(after[id], before[id], `${id} replaced`);
+    t.is(after.nats, before.nats);
+    // a little more load on the new processes, then the figures
+    await sleep(1000);
+    talking = false;
+    await talk;
+    const results = await Promise.all(loads.map((l) => l.stop()));
+    const failures = results.flatMap((x) => x.failures);
+    t.deepEqual(failures, [], `${failures.length} of ${results.reduce((n, x) => n + x.done, 0)} requests failed\n${hub.logs().split('\n').filter((l) => /"level":(50|60)/.test(l)).join('\n').slice(-3000)}`);
+    for (const x of results) t.true(x.done > 0);
+    t.log(r.stdout.trim(), `\n${results.reduce((n, x) => n + x.done, 0)} requests, ${wsRounds} WebSocket round trips`);
+    t.is(wsFailures, 0, `${wsFailures} of ${wsRounds} WebSocket round trips failed`);
+    t.is(socket.closed, null);
+    // the server was never stopped: it still answers through the new gateways, its record unchanged
+    const alice = await api('GET', '/users/alice', { token: ADMIN });
+    t.true(alice.body.servers[''].ready);
+    t.is(alice.body.servers[''].started, aliceBefore.servers[''].started);
+    t.is((await fetch(`${hub.url}/user/alice/`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
+    // new WebSockets reach the new gateways; once the old one's WebSocket closes, the old gateways leave
+    const fresh = await echoSocket(`${hub.url.replace('http', 'ws')}/services/echo/echo`);
+    t.true(await fresh.roundTrip());
+    fresh.close();
+    socket.close();
+    await waitFor('the old gateways to leave', async () => (isAlive(before.gateway!) || isAlive(before['gateway-2']!) ? undefined : true), 15_000);
+  } finally {
+    await hub.stop();
+    backend.server.close();
   }
 });

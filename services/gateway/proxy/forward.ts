@@ -12,6 +12,7 @@ import { ResponseReader, type ResponseHead, type ResponseSink } from './http1.js
 import type { RouteEntry } from './table.js';
 import { proxiedToken, type GateAnswer } from './token-gate.js';
 import type { Upstream, UpstreamPool, UpstreamUser } from './upstream.js';
+import { drain } from '../drain.js';
 
 export interface ForwardOptions {
   log: Logger;
@@ -28,6 +29,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'])
 export function answerError(res: uWS.HttpResponse, err: HubError, browser: boolean): void {
   res.cork(() => {
     res.writeStatus(statusLine(err.status));
+    if (drain.draining) res.writeHeader('Connection', 'close');
     if (browser) res.writeHeader('Content-Type', 'text/html; charset=utf-8').end(errorPage(err));
     else res.writeHeader('Content-Type', 'application/json').end(httpBody(err));
   });
@@ -95,6 +97,15 @@ class Exchange implements UpstreamUser, ResponseSink {
     private readonly chunked: boolean,
   ) {
     res.onAborted(() => this.clientGone());
+    drain.begin();
+  }
+
+  /** counted in flight from its start until the client has its answer, or is gone (drain.ts) */
+  private settled = false;
+  private settle(): void {
+    if (this.settled) return;
+    this.settled = true;
+    drain.end();
   }
 
   start(): void {
@@ -242,6 +253,7 @@ class Exchange implements UpstreamUser, ResponseSink {
     if (this.headWritten) return;
     this.headWritten = true;
     this.res.writeStatus(this.head!.statusText);
+    if (drain.draining) this.res.writeHeader('Connection', 'close'); // the client's next request goes to the successor
     const h = this.headers;
     if (this.head!.latin1) for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], headerValue(h[i + 1]));
     else for (let i = 0; i < h.length; i += 2) this.res.writeHeader(h[i], h[i + 1]);
@@ -362,6 +374,7 @@ class Exchange implements UpstreamUser, ResponseSink {
   /** The client has its whole response. A target that answered before reading the whole body gets no more of it. */
   private completed(): void {
     this.finished = true;
+    this.settle();
     this.early = null;
     if (this.conn) {
       this.reader.abandon();
@@ -375,6 +388,7 @@ class Exchange implements UpstreamUser, ResponseSink {
     if (this.finished || this.aborted) return;
     this.opts.log.warn({ event: 'proxy.response_cut', routespec: this.entry.route.routespec, why }, 'response from target cut off');
     this.finished = true;
+    this.settle();
     this.reader.abandon();
     this.conn?.destroy();
     this.conn = null;
@@ -391,6 +405,7 @@ class Exchange implements UpstreamUser, ResponseSink {
 
   private clientGone(): void {
     this.aborted = true;
+    this.settle();
     this.reader.abandon();
     this.early = null;
     if (this.conn) this.conn.destroy();

@@ -16,6 +16,7 @@ import type { RouteEntry } from './table.js';
 import { proxiedToken, type GateAnswer } from './token-gate.js';
 import { bytesToClient, bytesToTarget, webSockets } from '../metrics.js';
 import { closePayload, encodeFrame, FrameReader, OP } from './ws-frames.js';
+import { drain } from '../drain.js';
 
 const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 /** Largest message either way (the target's WebSocket servers typically allow 10 MiB). */
@@ -64,6 +65,7 @@ export function webSocketBehavior(opts: WebSocketOptions): uWS.WebSocketBehavior
     upgrade: (res, req, context) => upgrade(res, req, context, opts),
     open: (ws) => {
       webSockets.inc();
+      drain.opened();
       open(ws, opts);
     },
     message: (ws, message, isBinary) => toTarget(ws, isBinary ? OP.binary : OP.text, message, opts),
@@ -74,6 +76,7 @@ export function webSocketBehavior(opts: WebSocketOptions): uWS.WebSocketBehavior
     },
     close: (ws, code, message) => {
       webSockets.dec();
+      drain.closed();
       clientClosed(ws.getUserData(), code, message);
     },
   };
