@@ -1,5 +1,6 @@
 // The auth actor: users, groups, logins through the configured authenticator (./authenticators/), their sessions
 // and auth state. Wiring only.
+import { Lease, leaseKey } from '../../shared/lease.js';
 import { runActor } from '../../shared/actor.js';
 import { storeLocation } from '../../shared/store.js';
 import { gauge, jupyterhubName } from '../../shared/metrics.js';
@@ -47,7 +48,9 @@ await runActor('auth', async (ctx) => {
     config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
   });
   const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
-  const prune = setInterval(() => void login.prune(), 600_000);
+  // with auth on several nodes, one of them prunes old login failures (they share the store)
+  const pruneLease = await Lease.start(ctx.nc, leaseKey('auth', 'prune'), { holder: ctx.instance, log: ctx.log });
+  const prune = setInterval(() => void (pruneLease.held ? login.prune() : undefined), 600_000);
   prune.unref();
 
   // Users and active users (24h, 7d, 30d), counted by one query at most once a minute (the established
@@ -117,6 +120,7 @@ await runActor('auth', async (ctx) => {
     },
     close: async () => {
       clearInterval(prune);
+      await pruneLease.stop();
       await authenticator.close?.();
       h.stop();
       await h.flushActivity();

@@ -1,4 +1,5 @@
 // The oauth actor: OAuth clients and authorization codes. Wiring only.
+import { Lease, leaseKey } from '../../shared/lease.js';
 import { actorClient, runActor, type ActorContext } from '../../shared/actor.js';
 import { storeLocation } from '../../shared/store.js';
 import { configuredServices } from '../../shared/roles.js';
@@ -31,7 +32,9 @@ await runActor('oauth', async (ctx) => {
   await h.syncToolClients(ctx.config.Hub.oauth_clients as Record<string, unknown>[]);
   await h.pruneServerClients(await liveServerClients(ctx));
   await h.purgeCodes();
-  const purge = setInterval(() => void h.purgeCodes().catch((err) => ctx.log.warn({ event: 'oauth.purge.failed', err }, 'expired codes not purged')), HOUR_MS);
+  // with oauth on several nodes, one of them purges (they share the store)
+  const purgeLease = await Lease.start(ctx.nc, leaseKey('oauth', 'purge'), { holder: ctx.instance, log: ctx.log });
+  const purge = setInterval(() => void (purgeLease.held ? h.purgeCodes() : Promise.resolve()).catch((err) => ctx.log.warn({ event: 'oauth.purge.failed', err }, 'expired codes not purged')), HOUR_MS);
   purge.unref();
 
   return {
@@ -44,6 +47,7 @@ await runActor('oauth', async (ctx) => {
     },
     close: async () => {
       clearInterval(purge);
+      await purgeLease.stop();
       revoked.unsubscribe();
       tokens.close();
       auth.close();

@@ -1,4 +1,5 @@
 // The tokens actor: API tokens, roles, scopes. Wiring only.
+import { Lease, leaseKey } from '../../shared/lease.js';
 import { actorClient, runActor } from '../../shared/actor.js';
 import type { HubError } from '../../shared/errors.js';
 import { everyMember } from '../../shared/lists.js';
@@ -56,7 +57,9 @@ await runActor('tokens', async (ctx) => {
   // a runtime service that goes (or comes back with another node's copy) changes what its tokens may do
   directory.onChange((name) => (name ? h.forgetOwner({ kind: 'service', name }) : undefined));
   await h.shares.start();
-  const purge = setInterval(() => void h.purgeExpired(), HOUR_MS);
+  // with tokens on several nodes, one of them purges (they share the store)
+  const purgeLease = await Lease.start(ctx.nc, leaseKey('tokens', 'purge'), { holder: ctx.instance, log: ctx.log });
+  const purge = setInterval(() => void (purgeLease.held ? h.purgeExpired() : undefined), HOUR_MS);
   purge.unref();
   const flushUse = setInterval(() => void h.flushUse().catch((err) => ctx.log.error({ event: 'tokens.activity.flush_failed', err }, 'token activity not written')),
     Math.max(1000, ctx.config.Hub.activity_resolution * 1000));
@@ -83,6 +86,7 @@ await runActor('tokens', async (ctx) => {
     close: async () => {
       h.shares.stop();
       clearInterval(purge);
+      await purgeLease.stop();
       clearInterval(flushUse);
       await h.flushUse();
       for (const s of subs) s.unsubscribe();
