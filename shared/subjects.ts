@@ -33,7 +33,8 @@ export type EventChange<E extends EventEntity> = (typeof EVENTS)[E][number];
 
 /** Who publishes and who consumes each event; ARCHITECTURE.md shows the same table. */
 export const EVENT_FLOW = {
-  auth: { publishes: ['user.*', 'group.*', 'session.revoked'], consumes: [] },
+  // auth follows user and group events when auth actors on several nodes share a database (their user indexes)
+  auth: { publishes: ['user.*', 'group.*', 'session.revoked'], consumes: ['user.created', 'user.deleted', 'user.activity', 'group.created', 'group.deleted'] },
   tokens: { publishes: ['token.revoked', 'owner.changed'], consumes: ['user.created', 'user.updated', 'user.deleted', 'group.*'] },
   spawner: { publishes: ['server.*'], consumes: ['activity.proxy'] },
   'proxy-router': { publishes: [], consumes: ['activity.proxy', 'route.unreachable'] },

@@ -4,7 +4,8 @@ import { Lease, leaseKey } from '../../shared/lease.js';
 import { runActor } from '../../shared/actor.js';
 import { storeLocation } from '../../shared/store.js';
 import { gauge, jupyterhubName } from '../../shared/metrics.js';
-import { createAnnouncer } from '../../shared/nats.js';
+import { createAnnouncer, decodeJson } from '../../shared/nats.js';
+import { parseEventSubject, subjects } from '../../shared/subjects.js';
 import { errors } from '../../shared/errors.js';
 import { parseJson } from '../../shared/json.js';
 import { AuthStateCrypt, parseCryptKeys } from './auth-state.js';
@@ -48,6 +49,13 @@ await runActor('auth', async (ctx) => {
     config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
   });
   const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
+  // with a shared database, other nodes' auth actors add and remove users too: their events keep this index in line
+  const follow = store.shared
+    ? (['user', 'group'] as const).map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
+      callback: (_e, m) => void store.followEvent(entity, parseEventSubject(m.subject).change, decodeJson(m.data))
+        .catch((err) => ctx.log.error({ event: 'auth.follow_event.failed', err }, 'another node\'s user change not applied here')),
+    }))
+    : [];
   // with auth on several nodes, one of them prunes old login failures (they share the store)
   const pruneLease = await Lease.start(ctx.nc, leaseKey('auth', 'prune'), { holder: ctx.instance, log: ctx.log });
   const prune = setInterval(() => void (pruneLease.held ? login.prune() : undefined), 600_000);
@@ -121,6 +129,7 @@ await runActor('auth', async (ctx) => {
     close: async () => {
       clearInterval(prune);
       await pruneLease.stop();
+      for (const s of follow) s.unsubscribe();
       await authenticator.close?.();
       h.stop();
       await h.flushActivity();

@@ -108,7 +108,9 @@ type IndexChange =
   | { kind: 'add'; users: { id: number; name: string }[] }
   | { kind: 'remove'; id: number }
   | { kind: 'rename'; id: number; name: string }
-  | { kind: 'touch'; id: number; at: string };
+  | { kind: 'touch'; id: number; at: string }
+  /** a user another auth actor (on another node, same database) deleted: known here by name only */
+  | { kind: 'removeName'; name: string };
 
 /** `ORDER BY` of each sort when pages come from SQL (while the index loads): the same order as the index's. */
 const SQL_ORDER: Record<UserSort['key'], [string, string]> = {
@@ -260,6 +262,7 @@ export class AuthStore {
     if (change.kind === 'add') this.index.add(change.users);
     else if (change.kind === 'remove') this.index.remove(change.id);
     else if (change.kind === 'rename') this.index.rename(change.id, change.name);
+    else if (change.kind === 'removeName') this.index.remove(this.index.idOf(change.name));
     else this.index.touch(change.id, change.at);
   }
 
@@ -287,6 +290,34 @@ export class AuthStore {
   private stage(): Staged {
     if (!this.staged) throw new Error('auth store: writes happen inside transaction()');
     return this.staged;
+  }
+
+  /** Whether other auth actors write this store too (a shared PostgreSQL): then `followEvent` keeps this one's memory in line. */
+  get shared(): boolean {
+    return this.db.dialect === 'postgres';
+  }
+
+  /**
+   * A user or group event, maybe from another auth actor on the same database: the user index and the group count
+   * follow it. Each step sets a state read from the database, so this actor's own events change nothing again.
+   */
+  async followEvent(entity: 'user' | 'group', change: string, body: { name?: string; last_activity?: string }): Promise<void> {
+    const name = body.name;
+    if (entity === 'group') {
+      if (change === 'created' || change === 'deleted') this.groupCount = (await this.db.get<{ n: number }>('SELECT count(*) AS n FROM groups'))!.n;
+      return;
+    }
+    if (!name) return;
+    if (change === 'created') {
+      const row = await this.db.get<{ id: number; name: string }>('SELECT id, name FROM users WHERE name = ?', [name]);
+      if (row) this.applyToIndex({ kind: 'add', users: [row] });
+    } else if (change === 'deleted') {
+      // gone from the database (not deleted and made again meanwhile): gone from the index
+      if (!await this.db.get('SELECT id FROM users WHERE name = ?', [name])) this.applyToIndex({ kind: 'removeName', name });
+    } else if (change === 'activity' && body.last_activity && this.indexReady) {
+      const id = this.index.idOf(name);
+      if (id) this.index.touch(id, body.last_activity);
+    }
   }
 
   // ---- users ----
@@ -607,7 +638,7 @@ export class AuthStore {
 
   /** Failed logins since `sinceMs` for each of `keys` (one query: a login's name and address together; none when neither ever failed). */
   async failuresSince(keys: string[], sinceMs: number): Promise<Map<string, { n: number; last: number }>> {
-    if (!keys.some((k) => this.failing.has(k))) return new Map();
+    if (!this.shared && !keys.some((k) => this.failing.has(k))) return new Map();
     const rows = await this.db.all<{ key: string; n: number; last: number }>(
       `SELECT key, count(*) AS n, max(at) AS last FROM login_failures WHERE ${this.db.inList('key')} AND at >= ? GROUP BY key`, [(keys), sinceMs]);
     return new Map(rows.map((r) => [r.key, { n: r.n, last: r.last }]));

@@ -314,6 +314,24 @@ export class UserIndex {
 
   // ---- reads ----
 
+  /** The id of the user named `name`, or 0: a binary search of the name order (the names' bytes, as it is sorted). */
+  idOf(name: string): number {
+    const key = Buffer.from(name, 'utf8');
+    const list = this.byName;
+    const nameAt = (i: number) => this.nameStart.a[this.entryOf[list.a[i]] - 1];
+    let lo = 0;
+    let hi = list.n;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const s = nameAt(mid);
+      if (this.names.buf.compare(key, 0, key.length, s, this.names.end(s)) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo === list.n) return 0;
+    const s = nameAt(lo);
+    return this.names.buf.compare(key, 0, key.length, s, this.names.end(s)) === 0 ? list.a[lo] : 0;
+  }
+
   /** Ids of one page of all users. */
   page(sort: UserSort, offset: number, limit: number): number[] {
     const list = this.order(sort.key);
