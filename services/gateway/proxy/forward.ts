@@ -20,6 +20,8 @@ export interface ForwardOptions {
   onUnreachable(entry: RouteEntry): void;
   /** judges a hub token the request carries (token-gate.ts): null forwards, an error is answered instead */
   gate(token: string, entry: RouteEntry): GateAnswer | Promise<GateAnswer>;
+  /** a request is forwarded: its route's activity (a refused one is none) */
+  touch(entry: RouteEntry): void;
 }
 
 /** Methods a request may be sent again for, when a reused connection turned out closed before any answer. */
@@ -48,10 +50,17 @@ export function forwardHttp(res: uWS.HttpResponse, req: uWS.HttpRequest, entry: 
   const verdict = token ? opts.gate(token, entry) : null;
   if (verdict && !(verdict instanceof Promise)) return answerError(res, verdict, browser);
   const exchange = new Exchange(res, entry, method, browser, pool, opts, `${method} ${target} HTTP/1.1\r\n${head.lines}\r\n`, head.hasBody, head.chunked);
-  if (!verdict) return exchange.start();
+  if (!verdict) {
+    opts.touch(entry);
+    return exchange.start();
+  }
   // a token memory knows nothing of: the body (if any) waits, paused, for the tokens actor's answer
   exchange.listen();
-  verdict.then((refused) => (refused ? exchange.refuse(refused) : exchange.connect()), (e) => exchange.refuse(asHubError(e)));
+  verdict.then((refused) => {
+    if (refused) return exchange.refuse(refused);
+    opts.touch(entry);
+    exchange.connect();
+  }, (e) => exchange.refuse(asHubError(e)));
 }
 
 class Exchange implements UpstreamUser, ResponseSink {

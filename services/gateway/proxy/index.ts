@@ -62,7 +62,7 @@ export function createProxy(deps: ProxyDeps) {
     deps.nc.publish(subjects.event('route', 'unreachable'), encodeJson({ routespec: entry.route.routespec, target: entry.route.target }));
   }
 
-  const forwardOptions: ForwardOptions = { log, onUnreachable, gate: deps.gate };
+  const forwardOptions: ForwardOptions = { log, onUnreachable, gate: deps.gate, touch: (entry) => activity.touch(entry) };
 
   /** The route to forward to, or null for paths the hub answers (its own, and those without a route). */
   function routeOf(n: NormalPath): RouteEntry | null {
@@ -115,7 +115,6 @@ export function createProxy(deps: ProxyDeps) {
     if (!n) return answerError(res, errors.badRequest('Invalid request path'), req.getHeader('accept').includes('text/html'));
     const entry = site === NO_ROUTES ? null : routes().match(n.segments, site);
     if (entry && !entry.hub) {
-      activity.touch(entry);
       return forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
     }
     const query = req.getQuery();
@@ -146,7 +145,6 @@ export function createProxy(deps: ProxyDeps) {
       }
       const entry = routeOf(n);
       if (entry) {
-        activity.touch(entry);
         forwardHttp(res, req, entry, forwardPath(n, entry.route.routespec), pool, forwardOptions);
         return true;
       }
