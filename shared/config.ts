@@ -146,7 +146,8 @@ export const SCHEMA = {
     disable_user_config: { kind: 'boolean', default: false, help: 'servers ignore the configuration files in the user\'s home (given as HUB_DISABLE_USER_CONFIG=1); a user who controls the server\'s own software environment can still get around it' },
     mem_limit: { kind: 'bytes', default: '', help: 'memory a server may use, enforced (bytes, or "512M", "2G"; "" = no limit); the server sees it as MEM_LIMIT' },
     cpu_limit: { kind: 'number', default: 0, help: 'cores a server may use, fractional, enforced (0 = no limit); the server sees it as CPU_LIMIT', min: 0 },
-    placement: { kind: 'string', default: 'spread', help: 'which node\'s spawner starts a server when several nodes run one: "spread" (the node with the fewest active servers) or "pack" (the most)', choices: ['spread', 'pack'] },
+    placement: { kind: 'string', default: 'spread', help: 'which node\'s spawner starts a server when several nodes run one: "spread" (the node with the fewest active, starting and queued servers; ties in turn) or "pack" (the most, below Spawner.node_limit)', choices: ['spread', 'pack'] },
+    node_limit: { kind: 'integer', default: 0, help: 'with placement "pack": servers per node before starts spill over to the next node (0 = no limit)', min: 0 },
     node: { kind: 'string', default: '', help: 'the node (Hub.node_name) whose spawner starts servers, overriding Spawner.placement; meant for a profile ("Spawner.node": "gpu-1"); "" = placement decides', check: (v: string) => (v && !NODE_NAME_RE.test(v) ? [`Spawner.node: ${JSON.stringify(v)}: expected a node name (1 to 63 letters, digits, ".", "_" and "-")`] : []) },
     node_lost_timeout: seconds(60, 'a spawner node not answering for longer than this has its servers marked stopped ("node <name> lost"); adopted again if it comes back with them running'),
     profiles: { kind: 'list', default: [], help: 'named choices offered at spawn: {name, display_name, description, default, overrides: {"Spawner.mem_limit": "2G", ...}}; user_options.profile picks one', check: checkProfiles },
@@ -572,7 +573,7 @@ function checkProfiles(profiles: unknown[]): string[] {
  * Spawner options no single start has its own value of: they apply to the whole hub (timeouts of requests and
  * stops, polling, placement) or are decided before a spawner takes the start (`node`: placement reads profiles).
  */
-const HUB_WIDE_SPAWNER_OPTIONS = new Set(['slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout', 'poll_interval', 'placement', 'node', 'node_lost_timeout', 'profiles', 'group_overrides', 'apply_user_options']);
+const HUB_WIDE_SPAWNER_OPTIONS = new Set(['slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout', 'poll_interval', 'placement', 'node_limit', 'node', 'node_lost_timeout', 'profiles', 'group_overrides', 'apply_user_options']);
 
 /**
  * The option a group override or a user option sets (`Spawner.group_overrides`, `Spawner.apply_user_options`):

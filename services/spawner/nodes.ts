@@ -68,12 +68,14 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
   const liveNodes = async (fresh = false) => (await discovered(fresh)) ?? new Set([self]);
 
   /**
-   * Starts this instance sent to another node that may not show in its copy of the registry yet (a burst of
-   * starts must not all go to the node whose records arrive last): counted for placement until answered.
+   * Starts this instance placed (on this node or another) that may not show in its copy of the registry yet: a
+   * burst of starts must not all go to one node because none of them shows yet. Counted for placement until answered.
    */
-  const placedElsewhere = new Map<string, string>();
+  const placed = new Map<string, string>();
+  /** Ties go to each of the tied nodes in turn (by name), so a burst on an empty hub spreads too. */
+  let turn = 0;
 
-  /** Active servers per node, from the shared registry, plus this instance's forwarded starts still on their way. */
+  /** Active servers per node, from the shared registry, plus this instance's starts still on their way. */
   function activeByNode(): Map<string, number> {
     const out = new Map<string, number>();
     const add = (node: string) => out.set(node, (out.get(node) ?? 0) + 1);
@@ -83,7 +85,7 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
       add(r.node || self);
       counted.add(serverKey(r.user, r.name));
     }
-    for (const [key, node] of placedElsewhere) if (!counted.has(key)) add(node);
+    for (const [key, node] of placed) if (!counted.has(key)) add(node);
     return out;
   }
 
@@ -107,13 +109,19 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
     }
     if (live.size === 1) return self;
     const counts = activeByNode();
-    const pack = config.Spawner.placement === 'pack';
-    // ties go to this node (no forwarding), then by name so every instance decides alike
-    return [...live].sort((a, b) => {
-      const d = (counts.get(a) ?? 0) - (counts.get(b) ?? 0);
-      if (d) return pack ? -d : d;
-      return a === self ? -1 : b === self ? 1 : a.localeCompare(b);
-    })[0];
+    const count = (n: string) => counts.get(n) ?? 0;
+    let candidates = [...live].sort();
+    let fullest = false;
+    if (config.Spawner.placement === 'pack') {
+      // the busiest node below the limit; past it on every node, the emptiest (spill over)
+      const limit = config.Spawner.node_limit;
+      const room = limit ? candidates.filter((n) => count(n) < limit) : candidates;
+      fullest = room.length > 0;
+      if (room.length) candidates = room;
+    }
+    const best = fullest ? Math.max(...candidates.map(count)) : Math.min(...candidates.map(count));
+    const tied = candidates.filter((n) => count(n) === best);
+    return tied[turn++ % tied.length];
   }
 
   /** The rpc table of this node's spawner itself (its own NATS subjects serve this; other nodes forward to it). */
@@ -136,14 +144,15 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
     return {
       ...own,
       async StartServer(req, call) {
-        const node = activeElsewhere(req) ?? await place(req);
-        if (node === self) return own.StartServer(req, call);
+        // a server already active stays where it is (a second start finds it there); a new one is placed
+        const current = registry.get(req.user, req.name);
+        const node = current && isActive(current) ? owner(current) ?? self : await place(req);
         const key = serverKey(req.user, req.name);
-        placedElsewhere.set(key, node);
+        placed.set(key, node);
         try {
-          return await nodeClient(node).startServer(req, { deadline: call.deadline });
+          return node === self ? await own.StartServer(req, call) : await nodeClient(node).startServer(req, { deadline: call.deadline });
         } finally {
-          if (placedElsewhere.get(key) === node) placedElsewhere.delete(key);
+          if (placed.get(key) === node) placed.delete(key);
         }
       },
       StopServer(req, call) {

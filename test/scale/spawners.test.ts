@@ -57,7 +57,7 @@ test.serial('spawners: 20 starts spread over two nodes, a stop of node b\'s serv
     const onNode = (n: string) => USERS.filter((u) => records.get(u)?.node === n);
     t.log(`placed: node-a ${onNode('node-a').length}, node-b ${onNode('node-b').length}`);
     t.is(onNode('node-a').length + onNode('node-b').length, 20);
-    // spread: each start goes to the node with fewer active servers (ties to the node asked), so 10 and 10
+    // spread: each start goes to the node with fewer active servers (ties to each in turn), so 10 and 10
     t.is(onNode('node-a').length, 10);
     t.is(onNode('node-b').length, 10);
     for (const u of USERS) t.like(records.get(u), { state: 'running' });
