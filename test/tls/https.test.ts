@@ -99,6 +99,9 @@ test.serial('https: the API and pages answer over TLS with HSTS, kept alive; the
   const served = await servedCertificate(hub.port, ca.pem);
   t.is(served.subject.CN, 'first');
   t.is(served.issuer.CN, 'Hub Test CA');
+  // Hub.public_url is https by default: the supervisor's ready line names it
+  const ready = new RegExp(`Hub ready: open https://127\\.0\\.0\\.1:${hub.port}/`);
+  t.true(await waitFor('the ready line', async () => (ready.test(hub.logs()) ? true : undefined), 15_000, 100));
   // the plain loopback port for the hub's own processes answers without HSTS (a browser would ignore it there)
   const internal = await fetch(`${hub.internalUrl}/hub/api`);
   t.is(internal.status, 200);
