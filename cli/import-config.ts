@@ -61,16 +61,17 @@ const at = (file: string, line?: number) => (line ? `${basename(file)}:${line}` 
 /** The report as a person reads it: one line per option. */
 export function reportText(report: ImportReport, out: string): string {
   const lines: string[] = [`${report.source} → ${out}`];
-  const width = (xs: string[]) => Math.min(48, Math.max(0, ...xs.map((x) => x.length)));
+  // no spread into a call anywhere at run time (test/contracts/no-spread.test.ts): reduce, and lines joined
+  const width = (xs: string[]) => Math.min(48, xs.reduce((w, x) => Math.max(w, x.length), 0));
   const section = (title: string, rows: [string, string][]) => {
     if (!rows.length) return;
     const w = width(rows.map(([a]) => a));
-    lines.push('', `${title} (${rows.length}):`, ...rows.map(([a, b]) => `  ${a.padEnd(w)}  ${b}`));
+    lines.push('', `${title} (${rows.length}):`, rows.map(([a, b]) => `  ${a.padEnd(w)}  ${b}`).join('\n'));
   };
   section('Carried over', report.mapped.map((m) => [`${m.option}${m.line ? ` (line ${m.line})` : ''}`, `→ ${m.to.join(', ') || '(nothing to set)'}${m.note ? `  ${m.note}` : ''}`]));
   section('Established defaults written', report.defaults.map((d) => [d.to, `= ${JSON.stringify(d.value)}  ${d.why}`]));
   section('Not carried', report.unmapped.map((u) => [`${u.option}${u.line ? ` (line ${u.line})` : ''}`, u.why]));
-  if (report.notes.length) lines.push('', 'Note:', ...report.notes.map((n) => `  ${n}`));
+  if (report.notes.length) lines.push('', 'Note:', report.notes.map((n) => `  ${n}`).join('\n'));
   section('Python to port by hand', report.callables.map((c) => [c.option, `${c.name}, set at ${at(report.source, c.line)}${c.defined ? `, defined at ${at(c.defined.file, c.defined.line)}` : ''}: ${c.why}`]));
   return `${lines.join('\n')}\n`;
 }

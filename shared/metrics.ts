@@ -137,7 +137,7 @@ export const jupyterhubStopBuckets = () => envBuckets(STOP_BUCKETS_ENV, PROMETHE
 export function jupyterhubHistogram(name: string, help: string, labelNames: Values = [], buckets: readonly number[] = PROMETHEUS_DEFAULT_BUCKETS,
   ahead: readonly Values[] = labelNames.length ? [] : [[]], collect?: () => void): HotHistogram {
   const h = new HotHistogram(jupyterhubName(name), help, labelNames, buckets, { exportEmpty: true, pythonLe: true, collect });
-  for (const values of ahead) h.child(...values);
+  for (const values of ahead) h.childOf(values);
   return h;
 }
 
@@ -304,6 +304,11 @@ export class HotHistogram {
 
   child(...values: string[]): HistogramChild {
     return this.children.get(values);
+  }
+
+  /** `child` for label values already in a list (no spread into a call: test/contracts/no-spread.test.ts). */
+  childOf(values: readonly string[]): HistogramChild {
+    return this.children.get(values as string[]);
   }
 
   observe(values: string[], seconds: number): void {
