@@ -10,6 +10,11 @@ import type { Logger } from './log.js';
 /** Options the running hub applies without restarting anything (each actor that uses one re-reads it on reload). */
 export const LIVE_OPTIONS: readonly string[] = [
   'Hub.log_level', 'Hub.services', 'Hub.api_tokens', 'Hub.load_roles', 'Hub.extra_headers',
+  // the next starts (spawner handlers, the gateway's pages and call budgets)
+  'Hub.active_server_limit', 'Hub.named_server_limit_per_user', 'Hub.concurrent_spawn_limit', 'Hub.spawn_queue_limit',
+  ...['cmd', 'args', 'environment', 'start_timeout', 'http_timeout', 'slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout',
+    'notebook_dir', 'default_url', 'debug', 'disable_user_config', 'mem_limit', 'cpu_limit', 'profiles', 'group_overrides', 'apply_user_options',
+  ].map((o) => `Spawner.${o}`),
 ];
 
 /** Supervisor options: read only when the supervisor itself starts. */
@@ -216,4 +221,23 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
     }
     return run;
   };
+}
+
+/**
+ * A view of the configuration that follows `hub reload`: each section is looked up when it is read, so code that keeps
+ * this object and reads `config.Spawner.profiles` at use sees the reloaded value (a section copied out at start does
+ * not; only live options reach a running actor anyway).
+ */
+export function liveConfig(initial: HubConfig): { config: HubConfig; use(next: HubConfig): void } {
+  let current = initial as unknown as Record<PropertyKey, unknown>;
+  const config = new Proxy({} as HubConfig, {
+    get: (_target, key) => current[key],
+    has: (_target, key) => key in current,
+    ownKeys: () => Reflect.ownKeys(current),
+    getOwnPropertyDescriptor: (_target, key) => {
+      const d = Reflect.getOwnPropertyDescriptor(current, key);
+      return d && { ...d, configurable: true };
+    },
+  });
+  return { config, use: (next) => { current = next as unknown as Record<PropertyKey, unknown>; } };
 }

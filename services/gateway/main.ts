@@ -33,6 +33,7 @@ import { createRouting } from './proxy/sync.js';
 import { ACTORS } from '../../shared/paths.js';
 import { GATEWAY_BOOTED_MESSAGE } from '../../shared/supervision.js';
 import { drain } from './drain.js';
+import { liveConfig } from '../../shared/reload.js';
 
 /** Extra gateways on one hub take their port from HUB_GATEWAY_PORT; the rest of the config is shared. */
 const portOf = (configured: number) => Number(process.env.HUB_GATEWAY_PORT) || configured;
@@ -92,8 +93,10 @@ await runActor('gateway', async (ctx) => {
   });
 
   const tokenUse = createTokenActivity(ctx.nc, ctx.log);
+  // the API and pages read options at use through a view that `hub reload` moves on (shared/reload.ts)
+  const live = liveConfig(ctx.config);
   const apiDeps = {
-    config: ctx.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
+    config: live.config, auth, tokens, users, identities, spawner, router, servers, web, nc: ctx.nc, book: roleBook(ctx.config), audit: ctx.audit,
     services: directory.all, directory, tokenUse, subdomains,
   };
   const api = createApi(apiDeps);
@@ -124,6 +127,7 @@ await runActor('gateway', async (ctx) => {
     drain: (ms) => drain.wait(ms, ctx.log),
     // `hub reload`: services, roles, extra_headers; every cached resolution is worked out again (as after a reconnect)
     reload: (next) => {
+      live.use(next);
       directory.useConfig(next);
       mount.useConfig(next);
       apiDeps.book.clear();

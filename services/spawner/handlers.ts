@@ -149,7 +149,7 @@ function describeExit(e: ExitStatus): string {
 }
 
 export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied }: SpawnerDeps) {
-  const S = config.Spawner;
+  let S = config.Spawner;
   const local = new Map<string, Local>();
   /**
    * Servers this node's spawner looks after: those it started (and records from before nodes). Another node's
@@ -598,6 +598,15 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
   const modelJson = (r: ServerRecord) => JSON.stringify(serverModel(r));
 
   return {
+    /**
+     * `hub reload`: the next starts take the reloaded Spawner section (defaults, profiles, group overrides, limits, the
+     * timeouts of a start and stop) and Hub's server limits; starts under way keep what they began with.
+     */
+    useConfig(next: HubConfig): void {
+      config = next;
+      S = next.Spawner;
+      queue.setLimits(next.Hub.concurrent_spawn_limit, next.Hub.spawn_queue_limit);
+    },
     async startServer(req: { user: string; name: string; user_options_json: string; by: string; display_name?: string; auth_environment?: Record<string, string>; groups?: string[] }) {
       const requested = performance.now();
       const current = registry.get(req.user, req.name);

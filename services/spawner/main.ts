@@ -82,6 +82,7 @@ await runActor('spawner', async (ctx) => {
   return {
     // what other actors call: requests about another node's servers go there, starts are placed (nodes.ts)
     grpc: nodes.routed(h),
+    reload: (next) => h.useConfig(next),
     close: async () => {
       clearInterval(poll);
       clearInterval(lost);

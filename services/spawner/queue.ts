@@ -17,7 +17,20 @@ export class SpawnQueue {
    * @param moved told a waiter's new place (starts waiting ahead of it); called for the first few places on every
    *   move and further back only every 50 places, so a long queue costs few registry writes per turn
    */
-  constructor(private readonly limit: number, private readonly max: number, private readonly moved: (key: string, ahead: number) => void) {}
+  constructor(private limit: number, private max: number, private readonly moved: (key: string, ahead: number) => void) {}
+
+  /** New limits (`hub reload`): a higher one lets waiting starts run at once; a lower one holds the next ones back. */
+  setLimits(limit: number, max: number): void {
+    this.limit = limit;
+    this.max = max;
+    let started = 0;
+    while (this.waiting.length && (this.limit === 0 || this.running < this.limit)) {
+      this.running++;
+      this.waiting.shift()!.resolve();
+      started++;
+    }
+    if (started) this.tell(0);
+  }
 
   get waitingCount(): number {
     return this.waiting.length;

@@ -5,11 +5,12 @@ import { importBench } from './import.js';
 import { loginBench } from './login.js';
 import { metrics } from './metrics.js';
 import { proxy } from './proxy.js';
+import { restartBench } from './restart.js';
 import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
 import { users } from './users.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench(), import: () => importBench() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench(), import: () => importBench(), restart: () => restartBench() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

@@ -6,15 +6,14 @@ import { fileURLToPath } from 'node:url';
 import { apiClient, randomToken } from '../api/client.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import http from 'node:http';
-import WebSocket, { WebSocketServer } from 'ws';
 import { isAlive, NATS_TOKEN, REPO, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
-import { listen } from '../proxy/helpers.js';
+import { apiLoad, echoBackend, echoSocket, pathLoad } from './load.js';
 import { execFileSync } from 'node:child_process';
 import { HUB_VERSION } from '../../shared/build-info.js';
 import { cliIdentity } from '../../cli/hub.js';
 
 const TARGET = fileURLToPath(new URL('../bench/spawn-target.mjs', import.meta.url));
+const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
 const ADMIN = randomToken();
 
 /** `hub status`'s row of one process: its pid, start time and code (release and commit). */
@@ -94,29 +93,6 @@ test.serial('front door: a start sent while the spawner restarts waits for the n
   }
 });
 
-/** A steady load of GETs of one URL until stopped; every answer that is not a 200 counted. */
-function pathLoad(url: string, workers = 1, token?: string) {
-  let running = true;
-  const failures: string[] = [];
-  let done = 0;
-  const loops = Array.from({ length: workers }, async () => {
-    while (running) {
-      try {
-        const r = await fetch(url, { headers: token ? { authorization: `token ${token}` } : {}, signal: AbortSignal.timeout(10_000) });
-        await r.arrayBuffer();
-        if (r.status !== 200) failures.push(`${url} ${r.status}`);
-      } catch (e) {
-        failures.push(`${url} ${(e as Error).message} ${String((e as { cause?: unknown }).cause ?? '')}`);
-      }
-      done++;
-    }
-  });
-  return { stop: async () => { running = false; await Promise.all(loops); return { failures, done }; } };
-}
-
-/** A steady API load until stopped: GET /hub/api/users. */
-const apiLoad = (url: string, token: string, workers = 4) => pathLoad(`${url}/hub/api/users`, workers, token);
-
 test.serial('hub reload: a service added to the file works at once, 0 API requests fail meanwhile; an invalid file changes nothing; SIGHUP removes it again', async (t) => {
   const hub = await startHub({ config: hubConfig() });
   const file = join(hub.dataDir, 'hub.json');
@@ -130,17 +106,27 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
     writeFileSync(file, JSON.stringify({
       ...original,
       Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: svcToken }], extra_headers: { 'X-Reloaded': 'yes' } },
+      Spawner: { ...original.Spawner, cmd: [process.execPath, FIXTURE], environment: { HUB_RELOAD_MARK: 'reloaded' } },
       Proxy: { connect_timeout: 7 },
     }));
     const r = await runHubCommand(['reload', '--config', file], { env });
     t.is(r.code, 0, r.stderr);
-    t.regex(r.stdout, /applied Hub\.extra_headers, Hub\.services/);
+    t.regex(r.stdout, /applied Hub\.extra_headers, Hub\.services, Spawner\.cmd, Spawner\.environment/);
     t.regex(r.stdout, /needs `hub restart`: Proxy\.connect_timeout/);
     // the command returns once every actor has applied it: the token works on the first try
     const who = await asService();
     t.is(who.status, 200);
     t.like(await who.json(), { kind: 'service', name: 'reloaded' });
     t.is(who.headers.get('x-reloaded'), 'yes');
+    // the next start takes the reloaded Spawner section: its command and environment
+    const api = apiClient(hub.url);
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['reloader'] } })).status, 201);
+    t.true([201, 202].includes((await api('POST', '/users/reloader/server', { token: ADMIN })).status));
+    const started = await waitFor('the server started after the reload', async () => {
+      const e = await fetch(`${hub.url}/user/reloader/env`, { headers: { authorization: `token ${ADMIN}` } });
+      return e.status === 200 ? ((await e.json()) as { hub: Record<string, string> }) : undefined;
+    }, 20_000);
+    t.is(started.hub.HUB_RELOAD_MARK, 'reloaded');
 
     // an invalid file: refused with why, nothing changes
     writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: 'short' }] } }));
@@ -164,7 +150,7 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
       return text !== seen ? JSON.parse(text) : undefined;
     }, 20_000);
     t.like(result, { ok: true, by: 'SIGHUP' });
-    t.deepEqual(result.changed, ['Hub.extra_headers', 'Hub.services']);
+    t.deepEqual(result.changed, ['Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment']);
     t.is((await asService()).status, 403);
     t.is((await fetch(`${hub.url}/hub/api/`)).headers.get('x-reloaded'), null);
 
@@ -173,45 +159,13 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
     t.is(audit.code, 0, audit.stderr);
     const events = audit.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
     t.is(events.length, 2, audit.stdout);
-    t.like(events[0], { who: `${cliIdentity()} (hub reload)`, details: { changed: ['Hub.extra_headers', 'Hub.services'], needs_restart: ['Proxy.connect_timeout'] } });
-    t.like(events[1], { who: 'SIGHUP', details: { changed: ['Hub.extra_headers', 'Hub.services'], needs_restart: [] } });
+    const changed = ['Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment'];
+    t.like(events[0], { who: `${cliIdentity()} (hub reload)`, details: { changed, needs_restart: ['Proxy.connect_timeout'] } });
+    t.like(events[1], { who: 'SIGHUP', details: { changed, needs_restart: [] } });
   } finally {
     await hub.stop();
   }
 });
-
-/** A target for the proxy: 200 "ok" for HTTP, and an echo WebSocket at <prefix>echo. */
-async function echoBackend(): Promise<{ server: http.Server; port: number }> {
-  const server = http.createServer((_req, res) => res.end('ok'));
-  const wss = new WebSocketServer({ noServer: true });
-  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))));
-  return { server, port: await listen(server) };
-}
-
-/** A WebSocket through the gateway that echoes; `roundTrip` sends a message and waits (bounded) for it back. */
-async function echoSocket(url: string) {
-  const ws = new WebSocket(url);
-  await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
-  let closed: number | null = null;
-  ws.on('close', (code) => { closed = code; });
-  let n = 0;
-  return {
-    get closed() { return closed; },
-    roundTrip: (timeoutMs = 5000) => new Promise<boolean>((resolve) => {
-      const text = `m${n++}`;
-      const timer = setTimeout(() => { ws.off('message', onMessage); resolve(false); }, timeoutMs);
-      const onMessage = (data: WebSocket.RawData) => {
-        if (data.toString() !== text) return;
-        clearTimeout(timer);
-        ws.off('message', onMessage);
-        resolve(true);
-      };
-      ws.on('message', onMessage);
-      ws.send(text);
-    }),
-    close: () => ws.close(),
-  };
-}
 
 test.serial('hub restart: every actor and both gateways replaced under HTTP, proxy and WebSocket load: no request fails, the server keeps running, an open WebSocket stays usable', async (t) => {
   const backend = await echoBackend();
