@@ -15,7 +15,14 @@ export const LIVE_OPTIONS: readonly string[] = [
   ...['cmd', 'args', 'environment', 'start_timeout', 'http_timeout', 'slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout',
     'notebook_dir', 'default_url', 'debug', 'disable_user_config', 'mem_limit', 'cpu_limit', 'profiles', 'group_overrides', 'apply_user_options',
   ].map((o) => `Spawner.${o}`),
+  // who may log in and how (the auth actor makes its authenticator again; the gateway reads these at use)
+  ...['admin_users', 'blocked_users', 'allowed_users', 'allow_all', 'allow_existing_users', 'refresh_pre_spawn', 'password_form', 'auto_login',
+    'manage_groups', 'manage_roles', 'auth_state_environment'].map((o) => `Authenticator.${o}`),
+  // every option of the authenticators' own sections (`Section.*`)
+  ...['PasswordAuthenticator', 'SharedPasswordAuthenticator', 'DummyAuthenticator', 'PAMAuthenticator', 'LDAPAuthenticator', 'OAuthenticator'].map((s) => `${s}.*`),
 ];
+
+const isLive = (section: string, option: string) => LIVE_OPTIONS.includes(`${section}.${option}`) || LIVE_OPTIONS.includes(`${section}.*`);
 
 /** Supervisor options: read only when the supervisor itself starts. */
 const SUPERVISOR_SECTION = 'Supervisor';
@@ -41,7 +48,7 @@ export function configChanges(previous: HubConfig, next: HubConfig): ConfigChang
       if (same(p[section]?.[option], n[section]?.[option])) continue;
       const name = `${section}.${option}`;
       if (section === SUPERVISOR_SECTION) out.supervisor.push(name);
-      else if (LIVE_OPTIONS.includes(name)) out.live.push(name);
+      else if (isLive(section, option)) out.live.push(name);
       else out.restart.push(name);
     }
   }
@@ -54,7 +61,7 @@ export function withLiveOptions(previous: HubConfig, next: HubConfig): HubConfig
   const n = next as unknown as Record<string, Record<string, unknown>>;
   for (const name of LIVE_OPTIONS) {
     const [section, option] = name.split('.');
-    out[section] = { ...out[section], [option]: structuredClone(n[section]?.[option]) };
+    out[section] = option === '*' ? structuredClone(n[section]) : { ...out[section], [option]: structuredClone(n[section]?.[option]) };
   }
   return out as unknown as HubConfig;
 }
@@ -172,14 +179,14 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
     const result: ReloadResult = { ...base, ok: true, problems: [], changed: changes.live, needs_restart: changes.restart, needs_full_restart: changes.supervisor };
     if (!changes.live.length && !changes.restart.length && !changes.supervisor.length) return result;
     d.write(current);
-    // every actor re-reads the file and applies its part, one after the other in start order (the owners of
-    // tokens and roles before the gateways, whose caches then fill from the new answers); the first records the audit
+    // every actor re-reads the file and applies its part: first the owners of tokens, roles and services (at once),
+    // then the gateways, whose caches then fill from the new answers; the first to apply records the audit event
     const id = `${process.pid}-${seq}`;
     const until = Date.now() + d.confirmMs;
     const unconfirmed: string[] = [];
     const problems: string[] = [];
     let audit: ReloadRequest['audit'] = { who: by, changed: changes.live, needs_restart: [...changes.restart, ...changes.supervisor] };
-    for (const actor of d.actors()) {
+    const ask = async (actor: ReturnType<ReloaderDeps['actors']>[number]): Promise<void> => {
       if (!heard.has(actor.id)) {
         heard.add(actor.id);
         actor.onMessage((m) => { if (isReloadedReply(m)) waiting.get(`${m.id}/${actor.id}`)?.(m); });
@@ -188,16 +195,17 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
         waiting.set(`${id}/${actor.id}`, resolve);
         setTimeout(() => resolve(null), Math.max(0, until - Date.now())).unref();
       });
-      if (!actor.send({ type: RELOAD_MESSAGE, id, ...(audit ? { audit } : {}) } satisfies ReloadRequest)) {
-        waiting.delete(`${id}/${actor.id}`);
-        continue; // not running now: it reads the file when it starts
-      }
-      audit = undefined;
-      const reply = await replied;
+      const sent = actor.send({ type: RELOAD_MESSAGE, id, ...(audit ? { audit } : {}) } satisfies ReloadRequest);
+      if (sent) audit = undefined;
+      const reply = sent ? await replied : undefined; // not running now: it reads the file when it starts
       waiting.delete(`${id}/${actor.id}`);
-      if (!reply) unconfirmed.push(actor.id);
-      else if (!reply.ok) problems.push(`${actor.id}: ${reply.problem ?? 'failed'}`);
-    }
+      if (reply === null) unconfirmed.push(actor.id);
+      else if (reply && !reply.ok) problems.push(`${actor.id}: ${reply.problem ?? 'failed'}`);
+    };
+    const actors = d.actors();
+    const isGateway = (a: { id: string }) => /^gateway(-\d+)?$/.test(a.id);
+    await Promise.all(actors.filter((a) => !isGateway(a)).map(ask));
+    await Promise.all(actors.filter(isGateway).map(ask));
     await d.applyOwn(previous, current);
     return { ...result, unconfirmed, problems };
   };

@@ -2,6 +2,7 @@
 // and auth state. Wiring only.
 import { Lease, leaseKey } from '../../shared/lease.js';
 import { runActor } from '../../shared/actor.js';
+import type { HubConfig } from '../../shared/config.js';
 import { storeLocation } from '../../shared/store.js';
 import { gauge, jupyterhubName } from '../../shared/metrics.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
@@ -37,7 +38,6 @@ await runActor('auth', async (ctx) => {
   });
 
   const ensureUser = userEnsurer(store, h);
-  const authenticator = await loadAuthenticator(ctx.config.Hub.authenticator_class, { config: ctx.config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
   // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
   let crypt: AuthStateCrypt | null = null;
   if (ctx.config.Authenticator.enable_auth_state) {
@@ -45,10 +45,28 @@ await runActor('auth', async (ctx) => {
     if ('problem' in keys) throw new Error(keys.problem);
     crypt = new AuthStateCrypt(keys.keys);
   }
-  const identity = createIdentity({
-    config: ctx.config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
-  });
-  const login = createLoginHandlers({ config: ctx.config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
+  /** The authenticator and what judges its answers, from one configuration: made at start and by `hub reload`. */
+  const loginParts = async (config: HubConfig) => {
+    const authenticator = await loadAuthenticator(config.Hub.authenticator_class, { config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
+    const identity = createIdentity({
+      config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
+    });
+    const login = createLoginHandlers({ config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
+    return { authenticator, identity, login };
+  };
+  let { authenticator, identity, login } = await loginParts(ctx.config);
+  type Login = typeof login;
+  /** `login[key]` of whichever login handlers are current when it is called */
+  const late = <K extends keyof Login>(key: K): Login[K] =>
+    ((request: unknown, call: unknown) => (login[key] as (r: unknown, c: unknown) => unknown)(request, call)) as Login[K];
+  /** Authenticator.admin_users exist and are admins (at start, and when a reload names more) */
+  const ensureAdmins = async (names: readonly string[]) => {
+    for (const name of names) {
+      const existing = await h.getUsers({ names: [name] });
+      if (!existing.users.length) await h.createUser({ name, admin: true, by: 'config' });
+      else if (!existing.users[0].admin) await h.updateUser({ name, admin: true, by: 'config' });
+    }
+  };
   // with a shared database, other nodes' auth actors add and remove users too: their events keep this index in line
   const follow = store.shared
     ? (['user', 'group'] as const).map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
@@ -82,11 +100,7 @@ await runActor('auth', async (ctx) => {
   }
 
   // Configured admins exist and are admins from the first start on.
-  for (const name of ctx.config.Authenticator.admin_users) {
-    const existing = await h.getUsers({ names: [name] });
-    if (!existing.users.length) await h.createUser({ name, admin: true, by: 'config' });
-    else if (!existing.users[0].admin) await h.updateUser({ name, admin: true, by: 'config' });
-  }
+  await ensureAdmins(ctx.config.Authenticator.admin_users);
 
   const setup = await createFirstAdminSetup({
     config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, setPassword: login.setPassword, getUser: h.getUser,
@@ -109,9 +123,10 @@ await runActor('auth', async (ctx) => {
       RecordActivity: h.recordActivity,
       GetGroup: h.getGroup, GroupMembers: h.groupMembers, ListGroups: h.listGroups, CreateGroups: h.createGroups, DeleteGroup: h.deleteGroup,
       ChangeGroupMembers: h.changeGroupMembers, SetGroupProperties: h.setGroupProperties,
-      Authenticate: login.authenticate, SetPassword: login.setPassword, CheckSession: login.checkSession,
-      RevokeSession: login.revokeSession, RefreshUser: login.refreshUser, OidcClaims: login.oidcClaims, LoginOptions: login.loginOptions, PrepareSpawn: login.prepareSpawn,
-      ExternalLoginUrl: login.loginUrl, CompleteExternalLogin: login.completeLogin,
+      // through `login` at each call: a reload may have made a new one
+      Authenticate: late('authenticate'), SetPassword: late('setPassword'), CheckSession: late('checkSession'),
+      RevokeSession: late('revokeSession'), RefreshUser: late('refreshUser'), OidcClaims: late('oidcClaims'), LoginOptions: late('loginOptions'),
+      PrepareSpawn: late('prepareSpawn'), ExternalLoginUrl: late('loginUrl'), CompleteExternalLogin: late('completeLogin'),
       GetAuthState: async (r: { name: string }) => {
         await h.getUser({ name: r.name }); // 404 for no such user
         return { enabled: crypt !== null, state_json: JSON.stringify(await identity.authStateOf(r.name)) };
@@ -125,6 +140,15 @@ await runActor('auth', async (ctx) => {
         return { enabled: true, state_json: JSON.stringify(await identity.authStateOf(r.name)) };
       },
       SetupStatus: setup.setupStatus, CompleteSetup: setup.completeSetup,
+    },
+    // `hub reload`: the Authenticator options and the authenticator's own section (who may log in, who is admin, ...);
+    // the new one is made whole first, so a failure leaves the running one
+    reload: async (next) => {
+      const made = await loginParts(next);
+      const previous = authenticator;
+      ({ authenticator, identity, login } = made);
+      await previous.close?.();
+      await ensureAdmins(next.Authenticator.admin_users);
     },
     close: async () => {
       clearInterval(prune);

@@ -107,19 +107,22 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
       ...original,
       Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: svcToken }], extra_headers: { 'X-Reloaded': 'yes' } },
       Spawner: { ...original.Spawner, cmd: [process.execPath, FIXTURE], environment: { HUB_RELOAD_MARK: 'reloaded' } },
+      Authenticator: { ...original.Authenticator, admin_users: ['boss', 'promoted'] },
       Proxy: { connect_timeout: 7 },
     }));
     const r = await runHubCommand(['reload', '--config', file], { env });
     t.is(r.code, 0, r.stderr);
-    t.regex(r.stdout, /applied Hub\.extra_headers, Hub\.services, Spawner\.cmd, Spawner\.environment/);
+    t.regex(r.stdout, /applied Authenticator\.admin_users, Hub\.extra_headers, Hub\.services, Spawner\.cmd, Spawner\.environment/);
     t.regex(r.stdout, /needs `hub restart`: Proxy\.connect_timeout/);
     // the command returns once every actor has applied it: the token works on the first try
     const who = await asService();
     t.is(who.status, 200);
     t.like(await who.json(), { kind: 'service', name: 'reloaded' });
     t.is(who.headers.get('x-reloaded'), 'yes');
-    // the next start takes the reloaded Spawner section: its command and environment
+    // a new admin in Authenticator.admin_users is made one at once
     const api = apiClient(hub.url);
+    t.like((await api('GET', '/users/promoted', { token: ADMIN })).body, { name: 'promoted', admin: true });
+    // the next start takes the reloaded Spawner section: its command and environment
     t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['reloader'] } })).status, 201);
     t.true([201, 202].includes((await api('POST', '/users/reloader/server', { token: ADMIN })).status));
     const started = await waitFor('the server started after the reload', async () => {
@@ -150,18 +153,27 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
       return text !== seen ? JSON.parse(text) : undefined;
     }, 20_000);
     t.like(result, { ok: true, by: 'SIGHUP' });
-    t.deepEqual(result.changed, ['Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment']);
+    t.deepEqual(result.changed, ['Authenticator.admin_users', 'Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment']);
     t.is((await asService()).status, 403);
     t.is((await fetch(`${hub.url}/hub/api/`)).headers.get('x-reloaded'), null);
+
+    // --all-nodes: asked over NATS, relayed by each node's actors to its supervisor; one answer per node
+    writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, services: [{ name: 'reloaded', api_token: svcToken }] } }));
+    const everyNode = await runHubCommand(['reload', '--all-nodes', '--config', file], { env });
+    t.is(everyNode.code, 0, everyNode.stderr);
+    t.is(everyNode.stdout.trim().split('\n').length, 1, everyNode.stdout);
+    t.regex(everyNode.stdout.trim(), /^\S+: configuration reloaded: applied Hub\.services$/);
+    t.is((await asService()).status, 200);
 
     // each reload that changed something is in the audit trail with what it changed
     const audit = await runHubCommand(['audit', '--config', file, '--type', 'config.reload', '--json'], { env });
     t.is(audit.code, 0, audit.stderr);
     const events = audit.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
-    t.is(events.length, 2, audit.stdout);
-    const changed = ['Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment'];
+    t.is(events.length, 3, audit.stdout);
+    const changed = ['Authenticator.admin_users', 'Hub.extra_headers', 'Hub.services', 'Spawner.cmd', 'Spawner.environment'];
     t.like(events[0], { who: `${cliIdentity()} (hub reload)`, details: { changed, needs_restart: ['Proxy.connect_timeout'] } });
     t.like(events[1], { who: 'SIGHUP', details: { changed, needs_restart: [] } });
+    t.like(events[2], { who: `${cliIdentity()} (hub reload --all-nodes)`, details: { changed: ['Hub.services'] } });
   } finally {
     await hub.stop();
   }
