@@ -278,9 +278,19 @@ export async function attempt<T>(what: string, f: () => Promise<T>): Promise<T |
 export const gatewayPids = (hub: HubUnderTest): number[] =>
   Object.entries(hub.children()).filter(([id, pid]) => /^gateway(-\d+)?$/.test(id) && pid).flatMap(([, pid]) => withChildren(pid!));
 
-type Who = 'direct' | 'floor' | 'ours' | 'subdomain' | 'nginx' | 'chp' | 'baseline';
+type Who = 'direct' | 'floor' | 'ours' | 'ours+token' | 'subdomain' | 'nginx' | 'chp' | 'baseline' | 'baseline+token';
 const BASELINE = process.env.BENCH_BASELINE;
-const LABELS: Record<Who, string> = { direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', subdomain: 'our gateway, by host', nginx: 'nginx', chp: 'configurable-http-proxy', baseline: `our gateway at ${BASELINE}` };
+const LABELS: Record<Who, string> = {
+  direct: 'backend directly', floor: 'floor forwarder', ours: 'our gateway', 'ours+token': 'our gateway, hub token', subdomain: 'our gateway, by host', nginx: 'nginx', chp: 'configurable-http-proxy',
+  baseline: `our gateway at ${BASELINE}`, 'baseline+token': `our gateway at ${BASELINE}, hub token`,
+};
+/**
+ * The `+token` rows send a valid hub token (Authorization: token …, a config token of the bench's hubs) on every
+ * request: what the gateway's check of tokens at the front door costs (proxy/token-gate.ts), against the same
+ * gateway without one and, with BENCH_BASELINE, against a gateway that does not check.
+ */
+const BENCH_TOKEN = randomBytes(16).toString('hex');
+const optionsOf = (k: Who, options: WrkOptions): WrkOptions => (k.endsWith('+token') ? { ...options, headers: { authorization: `token ${BENCH_TOKEN}` } } : options);
 export const ratio = (a: number | undefined, b: number | undefined, digits = 2): string => (a !== undefined && b ? `${(a / b).toFixed(digits)}x` : 'n/a');
 
 export async function proxy(): Promise<void> {
@@ -315,7 +325,7 @@ async function proxyPlain(): Promise<void> {
   };
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().then(() => process.exit(130)));
   try {
-    const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }] }, Supervisor: { gateways: GATEWAYS } };
+    const benchConfig = { Hub: { services: [{ name: 'bench', url: `http://127.0.0.1:${backend.port}` }], api_tokens: { [BENCH_TOKEN]: 'bench-user' } }, Supervisor: { gateways: GATEWAYS } };
     hub = await startHub({ config: benchConfig, healthTimeoutMs: 30_000 });
     await waitFor('the bench route', async () => ((await fetch(hub!.url + PATH)).status === 200 ? true : undefined), 10_000);
     const subPort = await freePort();
@@ -333,17 +343,21 @@ async function proxyPlain(): Promise<void> {
     nginx = await startNginx(backend.port);
     const floorStarted = await startChild('floor forwarder', process.execPath, [join(REPO, 'test', 'bench', 'floor-forwarder.mjs'), String(backend.port)]);
     floor = floorStarted.proc;
-    const urls: Record<Who, string> = { direct: `http://127.0.0.1:${backend.port}`, floor: `http://127.0.0.1:${floorStarted.firstLine}`, ours: hub.url, subdomain: sub.url, nginx: nginx.url, chp: chp.url, baseline: then?.url ?? '' };
-    /** what wrk sends besides: the service's Host for the subdomain hub */
-    // `Host` as wrk spells it: another spelling would be a second Host header beside wrk's own (and the hub's host then)
-    const headersOf = (k: Who): { headers?: Record<string, string> } => (k === 'subdomain' ? { headers: { Host: serviceHost } } : {});
-    const checkOf = (k: Who) => (k === 'subdomain' ? { check: hostCheck } : {});
-    const pids: Record<Who, (() => number[]) | undefined> = {
-      direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), subdomain: () => gatewayPids(sub!), nginx: () => withChildren(nginx!.proc.pid), chp: () => withChildren(chp!.proc.pid),
-      baseline: () => gatewayPids(then!),
+    const urls: Record<Who, string> = {
+      direct: `http://127.0.0.1:${backend.port}`, floor: `http://127.0.0.1:${floorStarted.firstLine}`, ours: hub.url, 'ours+token': hub.url, subdomain: sub.url, nginx: nginx.url, chp: chp.url,
+      baseline: then?.url ?? '', 'baseline+token': then?.url ?? '',
     };
-    const order: Who[] = ['direct', 'floor', 'ours', 'subdomain', ...(then ? ['baseline' as const] : []), 'nginx', 'chp'];
-    const webSockets = order.filter((k) => k !== 'floor' && k !== 'subdomain'); // the floor forwarder relays no WebSocket; ws sends no Host of ours
+    const pids: Record<Who, (() => number[]) | undefined> = {
+      direct: undefined, floor: () => withChildren(floor!.pid), ours: () => gatewayPids(hub!), 'ours+token': () => gatewayPids(hub!), subdomain: () => gatewayPids(sub!), nginx: () => withChildren(nginx!.proc.pid),
+      chp: () => withChildren(chp!.proc.pid), baseline: () => gatewayPids(then!), 'baseline+token': () => gatewayPids(then!),
+    };
+    const order: Who[] = ['direct', 'floor', 'ours', 'ours+token', 'subdomain', ...(then ? ['baseline' as const, 'baseline+token' as const] : []), 'nginx', 'chp'];
+    // the floor forwarder relays no WebSocket; ws sends no Host of ours; the token rows measure HTTP only
+    const webSockets = order.filter((k) => k !== 'floor' && k !== 'subdomain' && !k.endsWith('+token'));
+    /** what wrk sends besides: a hub token for the +token rows, the service's Host for the subdomain hub */
+    // `Host` as wrk spells it: another spelling would be a second Host header beside wrk's own (and the hub's host then)
+    const withHeaders = (k: Who, options: WrkOptions): WrkOptions => (k === 'subdomain' ? { ...options, headers: { Host: serviceHost } } : optionsOf(k, options));
+    const checkOf = (k: Who) => (k === 'subdomain' ? { check: hostCheck } : {});
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s per run, GET ${PATH} (13-byte body); ${GATEWAYS} gateway process(es), nginx ${GATEWAYS} worker(s)`);
     /** ROUNDS rounds, each through every proxy in `order`; per proxy the round with the median `by`. */
     const inRounds = async <T>(what: string, measure: (k: Who) => Promise<T>, by: (r: T) => number, who = order): Promise<Partial<Record<Who, T>>> => {
@@ -359,10 +373,10 @@ async function proxyPlain(): Promise<void> {
       for (const k of who) out[k] = medianOf(runs[k] ?? [], by);
       return out;
     };
-    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...WRK, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.reqPerSec);
+    const http = await inRounds('32 connections', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], withHeaders(k, WRK), pids[k], checkOf(k)), (r) => r.reqPerSec);
     // unloaded: one connection, one request at a time, so latency is the proxy's own cost, not queueing
     const one = { threads: 1, connections: 1, seconds: Math.max(2, Math.ceil(SECONDS / 2)) };
-    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], { ...one, ...headersOf(k) }, pids[k], checkOf(k)), (r) => r.p50);
+    const idle = await inRounds('1 connection', (k) => measureHttp(`through ${LABELS[k]}`, urls[k], withHeaders(k, one), pids[k], checkOf(k)), (r) => r.p50);
     const ws = await inRounds('ws', (k) => measureWs(`through ${LABELS[k]}`, `${urls[k].replace('http', 'ws')}/services/bench/ws`, pids[k]), (r) => r, webSockets);
     const memory = await attempt('memory run', () => measureMemory(hub!, MEMORY_REQUESTS));
 
@@ -379,6 +393,8 @@ async function proxyPlain(): Promise<void> {
       `1 connection added p50 ${idle.floor && idle.direct ? (idle.floor.p50 - idle.direct.p50).toFixed(3) : 'n/a'} ms`);
     console.log(`  ws ours/chp: ${ratio(ws.ours, ws.chp)} (goal >= 2x); ours/nginx ${ratio(ws.ours, ws.nginx)}; ` +
       `no proxy at all (backend directly)/chp ${ratio(ws.direct, ws.chp)}, nginx/chp ${ratio(ws.nginx, ws.chp)}`);
+    console.log(`  a hub token on every request (checked at the front door): ${ratio(http['ours+token']?.reqPerSec, o?.reqPerSec)} of the rate without` +
+      `${then ? `; at ${BASELINE} (not checked) ${ratio(http['baseline+token']?.reqPerSec, http.baseline?.reqPerSec)}; now/then with the token ${ratio(http['ours+token']?.reqPerSec, http['baseline+token']?.reqPerSec)}` : ''}`);
     if (then) {
       console.log(`  now/then (${BASELINE}): ${ratio(o?.reqPerSec, http.baseline?.reqPerSec)} req/s, p99 ${ratio(o?.p99, http.baseline?.p99)}; ` +
         `1 connection p50 ${ratio(idle.ours?.p50, idle.baseline?.p50)}; ws ${ratio(ws.ours, ws.baseline)}`);
