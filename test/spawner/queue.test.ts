@@ -1,5 +1,8 @@
 // Spawn bursts wait instead of failing: beyond Hub.concurrent_spawn_limit, starts queue first-come, answer
 // 202 at once, hear their place as it moves, and all become ready; past Hub.spawn_queue_limit, 429.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { connect } from 'nats';
 import { NATS_ADMIN, startHub, waitFor } from '../harness.js';
@@ -12,11 +15,14 @@ const ADMIN = randomToken();
 test('queue: 3× concurrent_spawn_limit starts at once all become ready, in order of request, with their place on the progress stream and no 429; past spawn_queue_limit a 429', async (t) => {
   const LIMIT = 2;
   const users = Array.from({ length: 3 * LIMIT }, (_, i) => `q${i}`);
+  const gate = join(mkdtempSync(join(tmpdir(), 'queue-gate-')), 'open');
   const hub = await startHub({
     config: {
       Hub: { api_tokens: { [ADMIN]: 'boss' }, concurrent_spawn_limit: LIMIT, spawn_queue_limit: 2 * LIMIT },
       Authenticator: { admin_users: ['boss'] },
-      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '400' }, slow_spawn_timeout: 0.2 },
+      // the servers listen only once the gate file exists: the queue stays full until the 429 is checked, however
+      // slow the machine (a start that finished early would free a place and the late one would be queued: 202)
+      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '400', FIXTURE_GATE_FILE: gate }, slow_spawn_timeout: 0.2 },
     },
   });
   const api = apiClient(hub.url);
@@ -41,6 +47,7 @@ test('queue: 3× concurrent_spawn_limit starts at once all become ready, in orde
     const full = await api('POST', '/users/late/server', { token: ADMIN });
     t.is(full.status, 429, 'past spawn_queue_limit');
     t.regex(full.headers.get('retry-after') ?? '', /^\d+$/);
+    writeFileSync(gate, '');
 
     await waitFor('every server to be ready', async () => {
       const all = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
