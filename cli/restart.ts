@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ACTORS, REPO_ROOT, runDir } from '../shared/paths.js';
 import { restartRequestFile, restartResultFile, writeJsonAtomically, type RestartResult } from '../shared/rolling-restart.js';
+import { pushAll } from '../shared/lists.js';
 import { UsageError } from './args.js';
 import { cliIdentity, CliError, runningHub } from './hub.js';
 import type { VerbInput } from './main.js';
@@ -40,7 +41,8 @@ export async function restart({ config, positional, flags }: VerbInput): Promise
     const r = readResult(restartResultFile(run), id);
     if (r) {
       const lines = r.replaced.map((p) => `${p.id.padEnd(14)} pid ${p.old_pid} -> ${p.pid}  ${(p.ms / 1000).toFixed(1)} s`);
-      lines.push(r.ok ? `restarted ${r.replaced.length} processes in ${(r.ms / 1000).toFixed(1)} s` : 'restart stopped:', ...r.problems.map((p) => `  ${p}`));
+      lines.push(r.ok ? `restarted ${r.replaced.length} processes in ${(r.ms / 1000).toFixed(1)} s` : 'restart stopped:');
+      pushAll(lines, r.problems.map((p) => `  ${p}`));
       if (r.draining.length) lines.push(`replaced gateways still draining (until their connections close or Supervisor.drain_timeout): pid ${r.draining.join(', ')}`);
       (r.ok ? process.stdout : process.stderr).write(`${lines.join('\n')}\n`);
       return r.ok ? 0 : 1;
