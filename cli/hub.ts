@@ -58,14 +58,30 @@ export function runningHub(config: HubConfig): RunningHub | null {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * An actor this node does not run (a node with spawners and gateways only): asked over the hub's NATS as the
+ * operator, the same typed contract the actors of this node use for it; closing the client closes the connection.
+ */
+async function natsActorClient<A extends ServiceActor>(hub: RunningHub, actor: A, timeoutMs: number): Promise<Client<A>> {
+  const { connect } = await import('nats');
+  const { natsUrl } = await import('../shared/actor.js');
+  const { natsServers } = await import('../shared/config.js');
+  const { createNatsRpcClient } = await import('../shared/grpc.js');
+  const { adminNatsLink, connectOptions } = await import('./credentials.js');
+  const nc = await connect({ servers: natsServers(natsUrl(hub.config)), ...connectOptions(adminNatsLink(hub.config)), timeout: 2000, maxReconnectAttempts: 0 })
+    .catch((e: Error) => { throw new CliError(`this node runs no ${actor} actor and the hub's NATS is unreachable: ${e.message}`); });
+  const client = createNatsRpcClient(actor, nc, timeoutMs);
+  return Object.assign(client, { close: () => void nc.close() });
+}
+
+/**
  * A typed client of one of the running hub's actors, once it answers Ping. It may be restarting, so Ping is
  * retried with backoff for at most `Hub.rpc_timeout`; after that the verb stops, having changed nothing.
  */
 export async function actorClient<A extends ServiceActor>(hub: RunningHub, actor: A): Promise<Client<A>> {
-  const { createGrpcClient } = await import('../shared/grpc.js');
   const timeoutMs = hub.config.Hub.rpc_timeout * 1000;
-  const socket = grpcSocketPath(hub.dataDir, actor);
-  const client = createGrpcClient(actor, socket, timeoutMs);
+  const client = (hub.config.Supervisor.actors as readonly string[]).includes(actor)
+    ? (await import('../shared/grpc.js')).createGrpcClient(actor, grpcSocketPath(hub.dataDir, actor), timeoutMs)
+    : await natsActorClient(hub, actor, timeoutMs);
   const pingable = client as unknown as Pick<Client<'auth'>, 'ping'>; // every actor's service has Ping
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
