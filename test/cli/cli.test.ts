@@ -142,7 +142,8 @@ test.serial('cli: audit --follow prints new events as they happen until Ctrl-C',
 test.serial('cli: status lists every process and each actor answering its ping', async (t) => {
   const r = await cli(['status']);
   t.is(r.code, 0, r.stderr);
-  t.regex(r.stdout, /^supervisor +\d+ +[\d.]+ MB +[\d.]+ MB$/m);
+  // each process with its memory, its start time and the code it runs (release, and commit in a checkout)
+  t.regex(r.stdout, /^supervisor +\d+ +[\d.]+ MB +[\d.]+ MB +\d{4}-\d\d-\d\dT[\d:.]+Z +\d+\.\d+\.\d+( \([0-9a-f]{12}\))?$/m);
   for (const actor of ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router']) {
     t.regex(r.stdout, new RegExp(`^${actor} +${actor}-[0-9a-f]{8} +\\d+ +\\d+ s +[\\d.]+ ms$`, 'm'), actor);
   }
