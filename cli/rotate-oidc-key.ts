@@ -4,7 +4,8 @@
 import type { VerbInput } from './main.js';
 import { actorClient, cliIdentity, runningHub } from './hub.js';
 import { offlineNote } from './offline.js';
-import { rotateSigningKey } from '../services/oauth/signing-keys.js';
+import { rotateSigningKey, storeKeySource } from '../services/oauth/signing-keys.js';
+import { storeLocation, usesPostgres } from '../shared/store.js';
 
 export async function rotateOidcKey({ config }: VerbInput): Promise<number> {
   const hub = runningHub(config);
@@ -16,6 +17,16 @@ export async function rotateOidcKey({ config }: VerbInput): Promise<number> {
     } finally {
       oauth.close();
     }
+  } else if (usesPostgres(config.Hub.db_url)) {
+    // the keys every node shares are a row of the oauth store
+    const { OAuthStore } = await import('../services/oauth/store.js');
+    const store = await OAuthStore.open(storeLocation(config.Hub, 'oauth'));
+    try {
+      out = await rotateSigningKey(storeKeySource(store));
+    } finally {
+      await store.close();
+    }
+    process.stderr.write(offlineNote(config.Hub.data_dir));
   } else {
     out = await rotateSigningKey(config.Hub.data_dir);
     process.stderr.write(offlineNote(config.Hub.data_dir));

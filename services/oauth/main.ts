@@ -9,7 +9,7 @@ import { decodeJson } from '../../shared/nats.js';
 import { subjects } from '../../shared/subjects.js';
 import { createOAuthHandlers } from './handlers.js';
 import { createOidc } from './oidc.js';
-import { SigningKeys } from './signing-keys.js';
+import { SigningKeys, storeKeySource } from './signing-keys.js';
 import { OAuthStore } from './store.js';
 
 const HOUR_MS = 3_600_000;
@@ -18,7 +18,8 @@ await runActor('oauth', async (ctx) => {
   const store = await OAuthStore.open(storeLocation(ctx.config.Hub, 'oauth'));
   const tokens = actorClient(ctx, 'tokens');
   const auth = actorClient(ctx, 'auth');
-  const keys = await SigningKeys.open(ctx.config.Hub.data_dir);
+  // one set of keys for every node's oauth actor when they share the store; else the data dir's file
+  const keys = await SigningKeys.open(store.shared ? storeKeySource(store) : ctx.config.Hub.data_dir);
   const oidc = createOidc({ config: ctx.config, store, tokens, auth, keys, audit: ctx.audit, log: ctx.log });
   const h = createOAuthHandlers({ config: ctx.config, store, tokens, audit: ctx.audit, log: ctx.log, oidc });
   const revoked = ctx.nc.subscribe(subjects.event('token', 'revoked'), {

@@ -1,5 +1,6 @@
 // The oauth actor's own store: OAuth clients (secrets hashed) and authorization codes (kept only as
 // SHA-256 digests). The only file with SQL for them.
+import { randomUUID } from 'node:crypto';
 import { Store, type Migration, type StoreLocation } from '../../shared/store.js';
 
 const OIDC_CODES_AND_TABLES = `ALTER TABLE codes ADD COLUMN oidc_scopes TEXT NOT NULL DEFAULT '[]';
@@ -95,6 +96,12 @@ ${OIDC_CODES_AND_TABLES}`,
    UPDATE clients SET redirect_uris = json_build_array(redirect_uri)::text;
 ${OIDC_CODES_AND_TABLES}`,
   },
+  // the OIDC signing keys, when the oauth actors of several nodes share this store (else a file in the data dir)
+  `CREATE TABLE signing_keys (
+     slot INTEGER PRIMARY KEY CHECK (slot = 1),
+     keys TEXT NOT NULL,              -- JSON: the key file (private keys)
+     version TEXT NOT NULL            -- changes with every write (compare-and-set)
+   );`,
 ];
 
 export type ClientKind = 'server' | 'service' | 'tool';
@@ -127,6 +134,30 @@ export class OAuthStore {
 
   close(): Promise<void> {
     return this.db.close();
+  }
+
+  /** Whether the oauth actors of other nodes use this store too (Hub.db_url on PostgreSQL). */
+  get shared(): boolean {
+    return this.db.dialect === 'postgres';
+  }
+
+  // ---- the OIDC signing keys of a shared store (signing-keys.ts storeKeySource) ----
+
+  async signingKeysVersion(): Promise<string | null> {
+    return (await this.db.get<{ version: string }>('SELECT version FROM signing_keys WHERE slot = 1'))?.version ?? null;
+  }
+
+  async signingKeys(): Promise<string | null> {
+    return (await this.db.get<{ keys: string }>('SELECT keys FROM signing_keys WHERE slot = 1'))?.keys ?? null;
+  }
+
+  /** Writes the keys unless they changed since `expected` (null: none yet); false when another writer came first. */
+  async putSigningKeys(json: string, expected: string | null): Promise<boolean> {
+    const version = randomUUID();
+    const { changes } = expected === null
+      ? await this.db.run('INSERT OR IGNORE INTO signing_keys (slot, keys, version) VALUES (1, ?, ?)', [json, version])
+      : await this.db.run('UPDATE signing_keys SET keys = ?, version = ? WHERE slot = 1 AND version = ?', [json, version, expected]);
+    return changes === 1;
   }
 
   client(clientId: string): Promise<ClientRow | undefined> {

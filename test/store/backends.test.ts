@@ -4,6 +4,7 @@
 // migrate it once, transactions roll back whole, and concurrent ones all land.
 import test from 'ava';
 import { AuthStore } from '../../services/auth/store.js';
+import { SigningKeys, storeKeySource } from '../../services/oauth/signing-keys.js';
 import { OAuthStore } from '../../services/oauth/store.js';
 import { TokenStore, type NewToken } from '../../services/tokens/store.js';
 import { toPostgres, type StoreLocation } from '../../shared/store.js';
@@ -83,6 +84,26 @@ for (const backend of BACKENDS) {
     await store.insertGrant(grant);
     await store.insertGrant({ ...grant, oidc_scopes: '["openid","profile"]', expires_at: 9_999_999_999_999 });
     t.like(await store.grant('a1'), { oidc_scopes: '["openid","profile"]', expires_at: 9_999_999_999_999 });
+  });
+}
+
+for (const backend of BACKENDS) {
+  test(`oidc signing keys in a shared oauth store (${backend}): two actors starting at once make one set; a rotation by one is what the other signs with`, async (t) => {
+    const location = await stores.location(t, backend, 'oauth');
+    // (SQLite: one actor per file migrates it; the second opens it after)
+    const [s1, s2] = backend === 'postgres' ? await Promise.all([OAuthStore.open(location), OAuthStore.open(location)]) : [await OAuthStore.open(location), await OAuthStore.open(location)];
+    t.teardown(() => Promise.all([s1.close(), s2.close()]).then(() => undefined));
+    const [k1, k2] = await Promise.all([SigningKeys.open(storeKeySource(s1)), SigningKeys.open(storeKeySource(s2))]);
+    const kids = async (k: SigningKeys) => (await k.jwks()).keys.map((j) => j.kid);
+    t.deepEqual(await kids(k1), await kids(k2));
+    t.is((await kids(k1)).length, 2);
+    const header = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[0], 'base64url').toString()) as { kid: string };
+    const before = header(await k2.sign({ sub: 'ann' })).kid;
+    const rotated = await k1.rotate();
+    t.is(rotated.previous_kid, before);
+    t.is(header(await k2.sign({ sub: 'ann' })).kid, rotated.kid, 'the other actor signs with the new key at its next use');
+    t.deepEqual(await kids(k2), await kids(k1));
+    t.true((await kids(k2)).includes(before), 'the previous key stays published');
   });
 }
 
