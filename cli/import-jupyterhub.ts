@@ -1,7 +1,7 @@
 // `hub import jupyterhub --db URL [--dry-run]`: brings the established hub's database over (cli/jupyterhub-db.ts
 // reads it). Users, groups, memberships and auth state go to the auth store; API tokens (as the hashes it stored:
 // the same prefix + salted SHA-512 format this hub keeps, so every token string keeps working), shares and share
-// codes to the tokens store; its roles and services, which are configuration here as there, to
+// codes to the tokens store; the OAuth clients of services (their secret hashes, the same format) to the oauth store; its roles and services, which are configuration here as there, to
 // <data_dir>/imported/jupyterhub-config.json (merged under the operator's config, shared/config.ts); its named
 // servers to a file the spawner turns into stopped records at its next start. All of it or nothing
 // (shared/import-journal.ts). The hub must be stopped: the actors alone write their stores while it runs.
@@ -17,6 +17,7 @@ import { CRYPT_KEY_ENV, CRYPT_KEY_ALIAS_ENV, parseCryptKeys } from '../shared/se
 import { Store, usesPostgres } from '../shared/store.js';
 import { CliError, runningHub } from './hub.js';
 import { readJupyterhubDb, redactUrl, type JhService, type JupyterhubData } from './jupyterhub-db.js';
+import type { ImportedServiceClient } from '../services/oauth/store.js';
 import type { VerbInput } from './main.js';
 import { UsageError } from './args.js';
 
@@ -55,11 +56,31 @@ function configOf(data: JupyterhubData, notes: string[]) {
       continue;
     }
     services.push(svc);
-    if (clients.has(s.name)) {
-      notes.push(`service ${s.name}: its OAuth client (${clients.get(s.name)!.identifier}) works once your config gives the service its api_token (the established hub's client secret is that token; only its hash is in the database)`);
-    }
   }
   return { roles, services };
+}
+
+const SECRET_HASH = /^sha512:\d+:[0-9a-f]+:[0-9a-f]+$/;
+
+/**
+ * The OAuth clients of the services brought over, with the secret hash the established hub stored (the hash of the
+ * service's api_token, in this hub's own format): the service signs people in with the same client id and secret.
+ */
+function serviceClientsOf(data: JupyterhubData, services: Record<string, unknown>[], notes: string[]): ImportedServiceClient[] {
+  const imported = new Set(services.map((s) => s.name as string));
+  const out: ImportedServiceClient[] = [];
+  for (const c of data.oauthClients) {
+    if (!c.service || !imported.has(c.service)) continue;
+    if (!SECRET_HASH.test(c.secret)) {
+      notes.push(`service ${c.service}: its OAuth client ${c.identifier} has no secret the established hub could check (no api_token): give the service its api_token in your config`);
+      continue;
+    }
+    out.push({
+      client_id: c.identifier, service: c.service, secret_hash: c.secret, description: `Hub service ${c.service}`, redirect_uri: c.redirect_uri,
+      allowed_scopes: [...new Set([...c.allowed_scopes, `access:services!service=${c.service}`])],
+    });
+  }
+  return out;
 }
 
 function serviceEntry(s: JhService, redirectUri: string | undefined): Record<string, unknown> {
@@ -70,8 +91,9 @@ function serviceEntry(s: JhService, redirectUri: string | undefined): Record<str
   if (s.oauth_no_confirm !== null) svc.oauth_no_confirm = s.oauth_no_confirm;
   if (s.info && Object.keys(s.info).length) svc.info = s.info;
   if (s.oauth_client_allowed_scopes?.length) svc.oauth_client_allowed_scopes = s.oauth_client_allowed_scopes;
-  if (s.oauth_client_id && s.oauth_client_id !== `service-${s.name}`) svc.oauth_client_id = s.oauth_client_id;
-  if (redirectUri && redirectUri !== `/services/${s.name}/oauth_callback` && (s.url || svc.oauth_client_id)) svc.oauth_redirect_uri = redirectUri;
+  // without a url, only its OAuth options make a service an OAuth client here (as there): both are written then
+  if (s.oauth_client_id && (s.oauth_client_id !== `service-${s.name}` || (!s.url && redirectUri))) svc.oauth_client_id = s.oauth_client_id;
+  if (redirectUri && (!s.url || redirectUri !== `/services/${s.name}/oauth_callback`)) svc.oauth_redirect_uri = redirectUri;
   return svc;
 }
 
@@ -133,6 +155,7 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
   const { roles, services } = configOf(data, notes);
   const serviceNames = new Set([...services.map((s) => s.name as string), ...(config.Hub.services as { name: string }[]).map((s) => s.name)]);
   const authStates = (await authStatesOf(data, env, notes)).filter((a) => hasUser(a.name));
+  const serviceClients = serviceClientsOf(data, services, notes);
 
   const tokens = data.tokens.filter((t) => (t.owner_kind === 'user' ? hasUser(t.owner_name) : serviceNames.has(t.owner_name)));
   if (tokens.length < data.tokens.length) notes.push(`${data.tokens.length - tokens.length} API token(s) not brought over: their owner was not`);
@@ -143,7 +166,7 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
   const staging = clearStaging(dataDir);
   const counts: Counts = {};
   try {
-    const copyOf = async (actor: 'auth' | 'tokens') => {
+    const copyOf = async (actor: 'auth' | 'tokens' | 'oauth') => {
       const to = join(staging, `${actor}.sqlite`);
       if (existsSync(storePath(dataDir, actor))) await Store.copy(storePath(dataDir, actor), to);
       return to;
@@ -175,6 +198,16 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
     } finally {
       await tokenStore.close();
     }
+    const oauthCopy = await copyOf('oauth');
+    const { OAuthStore } = await import('../services/oauth/store.js');
+    const oauthStore = await OAuthStore.open(oauthCopy);
+    try {
+      const { added, updated, refused } = await oauthStore.importServiceClients(serviceClients);
+      counts.oauth_clients = { added, updated };
+      for (const id of refused) notes.push(`OAuth client ${id} not brought over: a client of that id here is not its service's`);
+    } finally {
+      await oauthStore.close();
+    }
     const configCopy = join(staging, 'jupyterhub-config.json');
     writeFileSync(configCopy, `${JSON.stringify({ Hub: { load_roles: roles, services } }, null, 2)}\n`, { mode: 0o600 });
     const serversCopy = join(staging, 'jupyterhub-servers.json');
@@ -185,7 +218,7 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
     counts.auth_states = { added: authStates.length, updated: 0 };
     if (!dryRun) {
       commitImport(dataDir, [
-        [authCopy, storePath(dataDir, 'auth')], [tokensCopy, storePath(dataDir, 'tokens')],
+        [authCopy, storePath(dataDir, 'auth')], [tokensCopy, storePath(dataDir, 'tokens')], [oauthCopy, storePath(dataDir, 'oauth')],
         [configCopy, importedConfigPath(dataDir)], [serversCopy, importedServersPath(dataDir)],
       ]);
     }
@@ -197,7 +230,7 @@ export async function importFrom(config: HubConfig, db: string, { dryRun, env = 
 
 const LABELS: Record<string, string> = {
   users: 'users', groups: 'groups', tokens: 'API tokens', shares: 'shares', share_codes: 'share codes', roles: 'roles',
-  services: 'services', named_servers: 'named servers (stopped)', auth_states: 'auth states',
+  services: 'services', oauth_clients: 'OAuth clients of services', named_servers: 'named servers (stopped)', auth_states: 'auth states',
 };
 
 export async function importVerb({ config, positional, flags }: VerbInput): Promise<number> {

@@ -75,28 +75,33 @@ function clientMessage(row: ClientRow) {
 }
 
 /**
- * The OAuth clients configured services should have (reference §6.1): a service with a `url` or an OAuth
- * option is a client `service-<name>` (or its `oauth_client_id`), its `api_token` the secret. One without
- * a token cannot authenticate at the token endpoint and is left out, loudly.
+ * The OAuth client a configured service should have (reference §6.1), or null when it is none: a service with a
+ * `url` or an OAuth option is a client `service-<name>` (or its `oauth_client_id`), its `api_token` the secret
+ * ('' here when the config gives none).
  */
+function serviceClientSpec(svc: ServiceConfig, sub: Subdomains | null): ClientSpec | null {
+  const redirect = typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : '';
+  if (!svc.url && !redirect && typeof svc.oauth_client_id !== 'string') return null;
+  // the same one the supervisor gives the service as HUB_OAUTH_CALLBACK_URL (at its own host with subdomains)
+  const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
+  return {
+    client_id: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`, kind: 'service',
+    description: `Hub service ${svc.name}`, redirect_uri: serviceCallbackUrl(sub, svc),
+    allowed_scopes: [...new Set([...allowed, `access:services!service=${svc.name}`])], no_confirm: svc.oauth_no_confirm === true,
+    user: '', server_name: '', service: svc.name, secret: typeof svc.api_token === 'string' ? svc.api_token : '', rounds: SUPPLIED_ROUNDS,
+  };
+}
+
+const warnWithoutToken = (log: Logger | undefined, service: string) =>
+  log?.warn({ event: 'oauth.service_without_token', service }, 'service has a url but no api_token: it cannot be an OAuth client');
+
+/** The clients of the services that have an `api_token`; one without cannot authenticate at the token endpoint and is left out, loudly. */
 export function serviceClientSpecs(services: ServiceConfig[], log?: Logger, sub: Subdomains | null = null): ClientSpec[] {
   const specs: ClientSpec[] = [];
   for (const svc of services) {
-    const redirect = typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : '';
-    const clientId = typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`;
-    if (!svc.url && !redirect && typeof svc.oauth_client_id !== 'string') continue;
-    if (!svc.api_token) {
-      log?.warn({ event: 'oauth.service_without_token', service: svc.name }, 'service has a url but no api_token: it cannot be an OAuth client');
-      continue;
-    }
-    // the same one the supervisor gives the service as HUB_OAUTH_CALLBACK_URL (at its own host with subdomains)
-    const callback = serviceCallbackUrl(sub, svc);
-    const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
-    specs.push({
-      client_id: clientId, kind: 'service', description: `Hub service ${svc.name}`, redirect_uri: callback,
-      allowed_scopes: [...new Set([...allowed, `access:services!service=${svc.name}`])], no_confirm: svc.oauth_no_confirm === true,
-      user: '', server_name: '', service: svc.name, secret: svc.api_token, rounds: SUPPLIED_ROUNDS,
-    });
+    const spec = serviceClientSpec(svc, sub);
+    if (spec && !spec.secret) warnWithoutToken(log, svc.name);
+    else if (spec) specs.push(spec);
   }
   return specs;
 }
@@ -112,13 +117,14 @@ export function pkceMatches(challenge: string, method: string, verifier: string)
 export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }: OAuthDeps) {
   const tokenLifetimeS = config.Hub.oauth_token_expires_in || config.Hub.cookie_max_age_days * 86_400;
 
-  async function putClient(spec: ClientSpec): Promise<ClientRow> {
+  /** `importedHash`: the secret hash `hub import jupyterhub` brought, kept as it is (the secret itself is nowhere here). */
+  async function putClient(spec: ClientSpec, importedHash = ''): Promise<ClientRow> {
     const row: ClientRow = {
-      client_id: spec.client_id, secret_hash: spec.secret ? hashSecret(spec.secret, spec.rounds) : '', kind: spec.kind, description: spec.description,
+      client_id: spec.client_id, secret_hash: importedHash || (spec.secret ? hashSecret(spec.secret, spec.rounds) : ''), kind: spec.kind, description: spec.description,
       redirect_uri: spec.redirect_uri, allowed_scopes: JSON.stringify(spec.allowed_scopes), no_confirm: spec.no_confirm ? 1 : 0,
       user_name: spec.user, server_name: spec.server_name, service: spec.service, created: isoNow(),
       redirect_uris: JSON.stringify(spec.redirect_uris ?? [spec.redirect_uri]), post_logout_redirect_uris: JSON.stringify(spec.post_logout_redirect_uris ?? []),
-      public: spec.secret ? 0 : 1, require_nonce: spec.require_nonce ? 1 : 0,
+      public: importedHash || spec.secret ? 0 : 1, require_nonce: spec.require_nonce ? 1 : 0, imported: importedHash ? 1 : 0,
     };
     await store.putClient(row);
     return row;
@@ -275,9 +281,23 @@ export function createOAuthHandlers({ config, store, tokens, audit, log, oidc }:
      * except the clients of services added at run time (`runtime`: their names), kept as registered.
      */
     async syncServiceClients(services: ServiceConfig[], runtime: ReadonlySet<string> = new Set()): Promise<void> {
-      const specs = serviceClientSpecs(services, log, subdomainsOf(config));
-      for (const spec of specs) await putClient(spec);
-      const wanted = new Set(specs.map((s) => s.client_id));
+      const sub = subdomainsOf(config);
+      const wanted = new Set<string>();
+      for (const svc of services) {
+        const spec = serviceClientSpec(svc, sub);
+        if (!spec) continue;
+        if (spec.secret) {
+          await putClient(spec);
+          wanted.add(spec.client_id);
+          continue;
+        }
+        // no api_token in the config: a client brought over by the import keeps the hash the established hub stored
+        const here = await store.client(spec.client_id);
+        if (here?.imported === 1 && here.kind === 'service' && here.service === svc.name && here.secret_hash) {
+          await putClient(spec, here.secret_hash);
+          wanted.add(spec.client_id);
+        } else warnWithoutToken(log, svc.name);
+      }
       for (const row of await store.clientsOfKind('service')) {
         if (!wanted.has(row.client_id) && !runtime.has(row.service)) await removeClient(row.client_id, 'actor:oauth (service no longer configured)');
       }

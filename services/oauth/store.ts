@@ -2,6 +2,7 @@
 // SHA-256 digests). The only file with SQL for them.
 import { randomUUID } from 'node:crypto';
 import { Store, type Migration, type StoreLocation } from '../../shared/store.js';
+import { isoNow } from '../../shared/time.js';
 
 const OIDC_CODES_AND_TABLES = `ALTER TABLE codes ADD COLUMN oidc_scopes TEXT NOT NULL DEFAULT '[]';
    ALTER TABLE codes ADD COLUMN nonce TEXT NOT NULL DEFAULT '';
@@ -102,6 +103,9 @@ ${OIDC_CODES_AND_TABLES}`,
      keys TEXT NOT NULL,              -- JSON: the key file (private keys)
      version TEXT NOT NULL            -- changes with every write (compare-and-set)
    );`,
+  // a service client's secret hash brought over by `hub import jupyterhub` (its api_token is not in the config):
+  // kept while the service is configured without an api_token; a configured api_token replaces it
+  'ALTER TABLE clients ADD COLUMN imported INTEGER NOT NULL DEFAULT 0;',
 ];
 
 export type ClientKind = 'server' | 'service' | 'tool';
@@ -109,7 +113,12 @@ export type ClientKind = 'server' | 'service' | 'tool';
 export interface ClientRow {
   client_id: string; secret_hash: string; kind: ClientKind; description: string; redirect_uri: string;
   allowed_scopes: string; no_confirm: number; user_name: string; server_name: string; service: string; created: string;
-  redirect_uris: string; post_logout_redirect_uris: string; public: number; require_nonce: number;
+  redirect_uris: string; post_logout_redirect_uris: string; public: number; require_nonce: number; imported: number;
+}
+
+/** A service's OAuth client as the established hub stored it (its secret: the hash of the service's api_token). */
+export interface ImportedServiceClient {
+  client_id: string; service: string; secret_hash: string; description: string; redirect_uri: string; allowed_scopes: string[];
 }
 
 export interface CodeRow {
@@ -171,15 +180,41 @@ export class OAuthStore {
   async putClient(c: ClientRow): Promise<void> {
     await this.db.run(
       `INSERT INTO clients (client_id, secret_hash, kind, description, redirect_uri, allowed_scopes, no_confirm, user_name, server_name, service, created,
-         redirect_uris, post_logout_redirect_uris, public, require_nonce)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         redirect_uris, post_logout_redirect_uris, public, require_nonce, imported)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(client_id) DO UPDATE SET secret_hash = excluded.secret_hash, kind = excluded.kind, description = excluded.description,
          redirect_uri = excluded.redirect_uri, allowed_scopes = excluded.allowed_scopes, no_confirm = excluded.no_confirm,
          user_name = excluded.user_name, server_name = excluded.server_name, service = excluded.service,
          redirect_uris = excluded.redirect_uris, post_logout_redirect_uris = excluded.post_logout_redirect_uris,
-         public = excluded.public, require_nonce = excluded.require_nonce`,
+         public = excluded.public, require_nonce = excluded.require_nonce, imported = excluded.imported`,
       [c.client_id, c.secret_hash, c.kind, c.description, c.redirect_uri, c.allowed_scopes, c.no_confirm, c.user_name, c.server_name, c.service, c.created,
-        c.redirect_uris, c.post_logout_redirect_uris, c.public, c.require_nonce]);
+        c.redirect_uris, c.post_logout_redirect_uris, c.public, c.require_nonce, c.imported]);
+  }
+
+  /**
+   * `hub import jupyterhub`, into a copy of this store: each service's client with the secret hash the established
+   * hub stored. A client id held here by a server, a tool or another service is left as it is and named in `refused`.
+   */
+  async importServiceClients(clients: ImportedServiceClient[]): Promise<{ added: number; updated: number; refused: string[] }> {
+    return this.db.transaction(async () => {
+      const out = { added: 0, updated: 0, refused: [] as string[] };
+      for (const c of clients) {
+        const here = await this.client(c.client_id);
+        if (here && (here.kind !== 'service' || here.service !== c.service)) {
+          out.refused.push(c.client_id);
+          continue;
+        }
+        await this.putClient({
+          client_id: c.client_id, secret_hash: c.secret_hash, kind: 'service', description: c.description, redirect_uri: c.redirect_uri,
+          allowed_scopes: JSON.stringify(c.allowed_scopes), no_confirm: 0, user_name: '', server_name: '', service: c.service,
+          created: here?.created ?? isoNow(), redirect_uris: JSON.stringify([c.redirect_uri]), post_logout_redirect_uris: '[]',
+          public: 0, require_nonce: 0, imported: 1,
+        });
+        if (here) out.updated++;
+        else out.added++;
+      }
+      return out;
+    });
   }
 
   /** The client and its codes, grants and refresh tokens go together. */

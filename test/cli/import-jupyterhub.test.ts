@@ -1,14 +1,14 @@
 // `hub import jupyterhub`: the real established hub 6.1.1 (the test venv .cache/jupyter-6.1, its own SQLite) is given
 // users, groups with properties, roles (its load_roles: configuration there as here), API tokens of people and of a
-// service, named servers with user options, shares, a share code and auth state, through its own REST API and login
-// page; it is stopped, its database imported, this hub started on the result, and the very same token strings
+// service, named servers with user options, shares, a share code, auth state and two services' OAuth clients (one
+// configured, one made through its API), through its own REST API and login page; it is stopped, its database imported, this hub started on the result, and the very same token strings
 // asked the same questions of both. Answers are compared field by field; what differs by design is listed in
 // BY_DESIGN below. Also: --dry-run changes nothing, a second import duplicates nothing, an unknown schema revision
 // is refused naming it, a running hub is refused, and an import killed after its commit point is finished by the
 // next start.
 import test, { type ExecutionContext } from 'ava';
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -21,11 +21,16 @@ import { startJupyterHub } from '../bench/jupyterhub.js';
 import { hashSecret } from '../../shared/secrets.js';
 import { makeJupyterhubDb, makeJupyterhubSchema } from './jupyterhub-fixture.js';
 import { startPostgres } from '../postgres.js';
-import { Browser, hiddenField } from '../oauth/browser.js';
+import { Browser, hiddenField, paramsOf } from '../oauth/browser.js';
 
 const VENV_PYTHON = join(REPO, '.cache', 'jupyter-6.1', 'bin', 'python');
 const ADMIN_TOKEN = randomToken();
 const SERVICE_TOKEN = randomToken();
+/** the api_tokens of two OAuth-client services there (one in its config, one made through its API): their client secrets */
+const DASH_TOKEN = randomToken();
+const LATE_TOKEN = randomToken();
+const DASH_CB = 'http://127.0.0.1:9/dash/callback';
+const LATE_CB = 'http://127.0.0.1:9/late/callback';
 const JH_CRYPT_KEY = randomBytes(32).toString('hex');
 /** the established hub also takes its key as 44 characters of base64 (the PostgreSQL run uses that form) */
 const JH_CRYPT_KEY_BASE64 = randomBytes(32).toString('base64');
@@ -108,7 +113,10 @@ function jupyterhubConfig(serverPort: number): string[] {
     'c.Authenticator.enable_auth_state = True',
     'c.Authenticator.allow_all = True',
     'c.JupyterHub.allow_named_servers = True',
-    `c.JupyterHub.services = [{'name': 'reporter', 'api_token': ${JSON.stringify(SERVICE_TOKEN)}}]`,
+    'c.JupyterHub.services = [',
+    `    {'name': 'reporter', 'api_token': ${JSON.stringify(SERVICE_TOKEN)}},`,
+    `    {'name': 'dash', 'api_token': ${JSON.stringify(DASH_TOKEN)}, 'oauth_client_id': 'service-dash-app', 'oauth_redirect_uri': ${JSON.stringify(DASH_CB)}, 'oauth_no_confirm': True},`,
+    ']',
     'c.JupyterHub.load_roles = [',
     "    {'name': 'reporter-role', 'description': 'reads people', 'scopes': ['list:users', 'read:users', 'read:groups'], 'services': ['reporter']},",
     "    {'name': 'team-reader', 'scopes': ['read:groups!group=team'], 'groups': ['team'], 'users': ['carol']},",
@@ -175,6 +183,8 @@ async function populate(jh: ApiCall, url: string) {
   await must(jh, 'POST', '/shares/alice/lab', { ...admin, body: { user: 'carol', scopes: ['access:servers!server=alice/lab', 'read:servers!server=alice/lab'] } }, 200);
   await must(jh, 'POST', '/shares/alice/lab', { ...admin, body: { group: 'guests' } }, 200);
   const code = (await must(jh, 'POST', '/share-codes/alice/notes', { ...admin, body: { expires_in: 3600 } }, 200)).code as string;
+  // a service made at run time, an OAuth client with the default client id: a configured service here after the import
+  await must(jh, 'POST', '/services/late', { ...admin, body: { api_token: LATE_TOKEN, oauth_redirect_uri: LATE_CB, oauth_no_confirm: true } }, 201);
   await loginOnJupyterhub(url, 'carol');
   const questions: Question[] = [];
   const ask = (who: string, token: string, ...paths: string[]) => { for (const path of paths) questions.push({ who, token, path }); };
@@ -262,6 +272,29 @@ async function sameAnswers(t: ExecutionContext, { dbUrl, importDb, cryptKey }: {
       const toBob = shared.body.items.filter((s: { kind: string }) => s.kind === 'user');
       t.deepEqual(toBob.map((s: { server: { user: { name: string }; name: string }; scopes: string[] }) => [s.server.user.name, s.server.name, s.scopes]),
         [['alice', 'notes', ['access:servers!server=alice/notes']]]);
+      // the services' OAuth clients: the same client id and secret (their api_token, in no file here) sign bob in
+      t.false(readFileSync(join(dataDir, 'imported', 'jupyterhub-config.json'), 'utf8').includes(DASH_TOKEN), 'no secret in the imported config');
+      for (const [clientId, secret, callback] of [['service-dash-app', DASH_TOKEN, DASH_CB], ['service-late', LATE_TOKEN, LATE_CB]]) {
+        const authorize = `/hub/api/oauth2/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code', redirect_uri: callback, state: 's1' })}`;
+        const codeFor = async () => {
+          const r = await bob.get(authorize);
+          if (r.status !== 302 || !r.location?.startsWith(`${callback}?`)) throw new Error(`${clientId} authorize: ${r.status} ${r.location} ${r.body.slice(0, 300)}`);
+          return paramsOf(r.location).get('code')!;
+        };
+        const redeem = async (code: string, clientSecret: string) => {
+          const r = await fetch(`${hub.url}/hub/api/oauth2/token`, {
+            method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: clientId, client_secret: clientSecret, redirect_uri: callback }).toString(),
+          });
+          return { status: r.status, body: await r.json() };
+        };
+        const wrong = await redeem(await codeFor(), `${secret}x`);
+        t.deepEqual([wrong.status, wrong.body.error], [401, 'invalid_client'], clientId);
+        const granted = await redeem(await codeFor(), secret);
+        t.is(granted.status, 200, `${clientId}: ${JSON.stringify(granted.body)}`);
+        const me = await apiClient(hub.url)('GET', '/user', { token: granted.body.access_token });
+        t.deepEqual([me.status, me.body.name], [200, 'bob'], clientId);
+      }
     } finally {
       await hub.stop({ keepDataDir: true });
     }

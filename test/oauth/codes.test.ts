@@ -13,6 +13,7 @@ import { CODE_LIFETIME_MS, createOAuthHandlers, pkceMatches, serviceClientSpecs 
 import { createOidc } from '../../services/oauth/oidc.js';
 import { SigningKeys } from '../../services/oauth/signing-keys.js';
 import { OAuthStore } from '../../services/oauth/store.js';
+import { hashSecret, SUPPLIED_ROUNDS } from '../../shared/secrets.js';
 import { BACKENDS, storeBackends, type Backend } from '../store-backends.js';
 
 /** Mints numbered tokens and records revocations, as the tokens actor would answer. */
@@ -138,4 +139,37 @@ for (const backend of BACKENDS) test(`oauth clients: stale ones are removed with
   await h.pruneServerClients(new Set());
   t.is(await store.client('hub-user-ann'), undefined);
   t.deepEqual(tokens.revokedClients.sort(), ['hub-user-ann', 'service-b']);
+});
+
+for (const backend of BACKENDS) test(`oauth clients: an imported secret hash stays while the service has no api_token; a configured api_token replaces it; removing the service removes it (${backend})`, async (t) => {
+  const { h, store, tokens } = await setup(t, backend);
+  const ext = { name: 'ext', oauth_client_id: 'service-ext-1', oauth_redirect_uri: 'https://ext.example/cb' };
+  const ask = (secret: string) => h.issueCode({
+    client_id: 'service-ext-1', user: 'ann', scopes: ['access:services!service=ext'], redirect_uri: 'https://ext.example/cb', session_id: 's1',
+    code_challenge: '', code_challenge_method: '',
+  }).then((c) => oauthError(exchange(h, c.code, { client_id: 'service-ext-1', client_secret: secret, redirect_uri: 'https://ext.example/cb' })));
+  // as `hub import jupyterhub` writes it: the established hub's hash of the service's api_token
+  await store.importServiceClients([{ client_id: 'service-ext-1', service: 'ext', secret_hash: hashSecret('old-token-123', SUPPLIED_ROUNDS), description: 'x', redirect_uri: 'https://ext.example/cb', allowed_scopes: [] }]);
+  await h.syncServiceClients([ext]);
+  t.is(await ask('old-token-123'), 'none', 'the imported secret is accepted');
+  t.is(await ask('old-token-124'), '401 HUB_ERR_OAUTH_INVALID_CLIENT');
+  t.like(await store.client('service-ext-1'), { imported: 1, public: 0, allowed_scopes: '["access:services!service=ext"]' });
+  // the config gives a token: it is the secret from then on, and taking it out again ends the client (as for any service)
+  await h.syncServiceClients([{ ...ext, api_token: 'new-token-123' }]);
+  t.is(await ask('old-token-123'), '401 HUB_ERR_OAUTH_INVALID_CLIENT');
+  t.is(await ask('new-token-123'), 'none');
+  await h.syncServiceClients([ext]);
+  t.is(await store.client('service-ext-1'), undefined);
+  // an imported client whose service leaves the config goes, with its tokens
+  await store.importServiceClients([{ client_id: 'service-ext-1', service: 'ext', secret_hash: hashSecret('old-token-123', SUPPLIED_ROUNDS), description: 'x', redirect_uri: 'https://ext.example/cb', allowed_scopes: [] }]);
+  await h.syncServiceClients([ext]);
+  t.truthy(await store.client('service-ext-1'));
+  await h.syncServiceClients([]);
+  t.is(await store.client('service-ext-1'), undefined);
+  t.true(tokens.revokedClients.includes('service-ext-1'));
+  // a client of that id held by another service is not taken over by an import
+  await h.syncServiceClients([{ name: 'other', oauth_client_id: 'service-ext-1', oauth_redirect_uri: 'https://o.example/cb', api_token: 'other-token-1' }]);
+  const r = await store.importServiceClients([{ client_id: 'service-ext-1', service: 'ext', secret_hash: hashSecret('old-token-123', SUPPLIED_ROUNDS), description: 'x', redirect_uri: 'https://ext.example/cb', allowed_scopes: [] }]);
+  t.deepEqual(r, { added: 0, updated: 0, refused: ['service-ext-1'] });
+  t.like(await store.client('service-ext-1'), { service: 'other', imported: 0 });
 });
