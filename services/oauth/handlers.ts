@@ -82,10 +82,10 @@ function clientMessage(row: ClientRow) {
 function serviceClientSpec(svc: ServiceConfig, sub: Subdomains | null): ClientSpec | null {
   const redirect = typeof svc.oauth_redirect_uri === 'string' ? svc.oauth_redirect_uri : '';
   if (!svc.url && !redirect && typeof svc.oauth_client_id !== 'string') return null;
-  // the same one the supervisor gives the service as HUB_OAUTH_CALLBACK_URL (at its own host with subdomains)
   const allowed = Array.isArray(svc.oauth_client_allowed_scopes) ? (svc.oauth_client_allowed_scopes as string[]) : [];
   return {
     client_id: typeof svc.oauth_client_id === 'string' ? svc.oauth_client_id : `service-${svc.name}`, kind: 'service',
+    // the same one the supervisor gives the service as HUB_OAUTH_CALLBACK_URL (at its own host with subdomains)
     description: `Hub service ${svc.name}`, redirect_uri: serviceCallbackUrl(sub, svc),
     allowed_scopes: [...new Set([...allowed, `access:services!service=${svc.name}`])], no_confirm: svc.oauth_no_confirm === true,
     user: '', server_name: '', service: svc.name, secret: typeof svc.api_token === 'string' ? svc.api_token : '', rounds: SUPPLIED_ROUNDS,
