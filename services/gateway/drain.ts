@@ -2,11 +2,16 @@
 // shared port and this one's listen socket is closed, so new connections reach the successor; what this one still
 // receives on open keep-alive connections it answers with `Connection: close` (each client moves over after one
 // more answer), and it stays until its requests in flight, event streams and WebSockets are done (and no request
-// came for a moment), or Supervisor.drain_timeout passes.
+// came for longer than an idle connection lives), or Supervisor.drain_timeout passes.
 import type { Logger } from '../../shared/log.js';
 
-/** After the last request, how long to wait for more on connections still open before leaving them. */
-const QUIET_MS = 500;
+/**
+ * After the last request, how long to wait for more before leaving. uWS closes a keep-alive connection that stays idle
+ * for 10 s itself (clients close theirs sooner: Node's after 4 s), so once no request came for longer, every connection
+ * still open is one that would have been closed anyway: leaving then races a client's next request no more than any
+ * idle close does. (Leaving sooner reset a request written onto an idle connection as the process exited.)
+ */
+const QUIET_MS = 11_000;
 const LOOK_EVERY_MS = 50;
 
 let draining = false;

@@ -232,7 +232,8 @@ test.serial('hub restart: every actor and both gateways replaced under HTTP, pro
     t.true(await fresh.roundTrip());
     fresh.close();
     socket.close();
-    await waitFor('the old gateways to leave', async () => (isAlive(before.gateway!) || isAlive(before['gateway-2']!) ? undefined : true), 15_000);
+    // (after 11 s without a request: by then uWS has closed every idle keep-alive connection itself)
+    await waitFor('the old gateways to leave', async () => (isAlive(before.gateway!) || isAlive(before['gateway-2']!) ? undefined : true), 25_000);
   } finally {
     await hub.stop();
     backend.server.close();
