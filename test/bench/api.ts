@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { startHub, type HubUnderTest } from '../harness.js';
 import { jupyterhubInstalled, startJupyterHub, type JupyterHubUnderTest } from './jupyterhub.js';
 import { failures, wrk, type WrkResult } from './wrk.js';
-import { aptInstall, baselineCheckout, onPath, waitForQuiet } from './tools.js';
+import { aptInstall, baselineCheckout, cpuMs, onPath, waitForQuiet, withChildren } from './tools.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
@@ -33,6 +33,8 @@ interface Target {
   admin: string;
   user: string;
   paginationType: string;
+  /** the processes that answer (our gateway; the established hub and its proxy): CPU per request is the steady figure on a busy machine */
+  pids?: () => number[];
 }
 
 // ---- tools ----
@@ -87,7 +89,7 @@ async function createToken(url: string, admin: string, name: string): Promise<st
 // ---- measurements ----
 
 interface Case {
-  key: 'lookup' | 'whoami' | 'page';
+  key: 'bare' | 'lookup' | 'whoami' | 'page';
   title: string;
   path: string;
   asUser?: boolean;
@@ -102,6 +104,8 @@ const pageCase = (users: number): Case => ({
 });
 
 const CASES: Case[] = [
+  // the floor every answer stands on (dispatch, token check, metrics, log line, headers) without a model to build
+  { key: 'bare', title: 'GET /hub/api (the bare route)', path: '/hub/api', check: (j) => typeof j?.version === 'string' },
   { key: 'lookup', title: `GET /hub/api/users/${LOOKUP}`, path: `/hub/api/users/${LOOKUP}`, check: (j) => j?.name === LOOKUP },
   { key: 'whoami', title: 'GET /hub/api/user (user token)', path: '/hub/api/user', asUser: true, check: (j) => j?.name === ORDINARY },
   pageCase(USERS),
@@ -110,7 +114,7 @@ const CASES: Case[] = [
 const problems: string[] = [];
 
 /** One wrk run of one case, after checking that a single request gets the right 200 answer. */
-async function measure(t: Target, c: Case): Promise<WrkResult> {
+async function measure(t: Target, c: Case): Promise<WrkResult & { cpuUs?: number }> {
   const headers: Record<string, string> = { Authorization: `token ${c.asUser ? t.user : t.admin}` };
   if (c.paginated) headers.Accept = t.paginationType;
   const r = await fetch(t.url + c.path, { headers, signal: AbortSignal.timeout(30_000) });
@@ -120,7 +124,9 @@ async function measure(t: Target, c: Case): Promise<WrkResult> {
   if (!ok) throw new Error(`${t.label}: ${c.title} answered ${r.status} with an unexpected body: ${text.slice(0, 300)}`);
   // warmed up first, as the proxy bench is: a fresh process's first seconds are its JIT's, not its steady state
   await wrk(t.url + c.path, { ...WRK, seconds: WARMUP_SECONDS, headers });
-  const res = await wrk(t.url + c.path, { ...WRK, headers });
+  const cpu0 = t.pids ? cpuMs(t.pids()) : 0;
+  const res: WrkResult & { cpuUs?: number } = await wrk(t.url + c.path, { ...WRK, headers });
+  if (t.pids && res.requests) res.cpuUs = ((cpuMs(t.pids()) - cpu0) * 1000) / res.requests;
   const bad = failures(res);
   if (bad > 0) {
     const line = `${t.label}: ${c.title}: ${res.non2xx} error responses and ${bad - res.non2xx} socket errors out of ${res.requests}: THESE FIGURES ARE MEANINGLESS`;
@@ -131,8 +137,8 @@ async function measure(t: Target, c: Case): Promise<WrkResult> {
   return res;
 }
 
-const fmt = (r: WrkResult): string =>
-  `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms`;
+const fmt = (r: WrkResult & { cpuUs?: number }): string =>
+  `${r.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms${r.cpuUs === undefined ? '' : `  CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/req`}`;
 
 function rssMB(pid: number | null | undefined): number | undefined {
   if (!pid) return undefined;
@@ -163,12 +169,12 @@ async function withServer<S extends { stop(): Promise<unknown> }, T>(start: () =
 interface HubFigures { created: number; results: Partial<Record<Case['key'], WrkResult>>; rssBefore?: number; rssAfter?: number }
 
 /** Populates a hub (10,000 users, a user token) and runs every case against it. */
-async function benchTarget(label: string, url: string, admin: string, paginationType: string, rootPid: number, rss?: () => number | undefined): Promise<HubFigures> {
+async function benchTarget(label: string, url: string, admin: string, paginationType: string, rootPid: number, rss?: () => number | undefined, pids?: () => number[]): Promise<HubFigures> {
   log(`${label}: creating ${USERS} users`);
   const created = await createUsers(url, admin, 0, USERS);
   log(`${label}: ${created.toFixed(0)} users/s created`);
   await waitForQuiet(rootPid, log);
-  const t: Target = { label, url, admin, user: await createToken(url, admin, ORDINARY), paginationType };
+  const t: Target = { label, url, admin, user: await createToken(url, admin, ORDINARY), paginationType, pids };
   const figures: HubFigures = { created, results: {}, rssBefore: rss?.() };
   for (const c of CASES) figures.results[c.key] = await measure(t, c);
   figures.rssAfter = rss?.();
@@ -191,7 +197,7 @@ async function benchOurs(): Promise<{ plain: HubFigures; tls?: HubFigures }> {
         log(`${label}: creating ${USERS} users`);
         const created = await createUsers(hub.url, admin, 0, USERS);
         log(`${label}: ${created.toFixed(0)} users/s created`);
-        targets.push({ label, url: hub.url, admin, user: await createToken(hub.url, admin, ORDINARY), paginationType: 'application/hub-pagination+json' });
+        targets.push({ label, url: hub.url, admin, user: await createToken(hub.url, admin, ORDINARY), paginationType: 'application/hub-pagination+json', pids: () => withChildren(hub.children().gateway!) });
         figures.push({ created, results: {} });
       }
       for (const { hub } of hubs) await waitForQuiet(hub.proc.pid!, log);
@@ -210,13 +216,13 @@ async function benchBaseline(rev: string): Promise<HubFigures> {
   const repo = baselineCheckout(rev, log);
   const admin = newAdminToken();
   return withServer<HubUnderTest, HubFigures>(() => startHub({ config: ourConfig(admin), healthTimeoutMs: 30_000, repo }), (hub) =>
-    benchTarget(`baseline ${rev}`, hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway)));
+    benchTarget(`baseline ${rev}`, hub.url, admin, 'application/hub-pagination+json', hub.proc.pid!, () => rssMB(hub.children().gateway), () => withChildren(hub.children().gateway!)));
 }
 
 async function benchTheirs(): Promise<HubFigures> {
   const admin = newAdminToken();
   return withServer<JupyterHubUnderTest, HubFigures>(() => startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN] }), (hub) =>
-    benchTarget('jupyterhub', hub.url, admin, 'application/jupyterhub-pagination+json', hub.pid));
+    benchTarget('jupyterhub', hub.url, admin, 'application/jupyterhub-pagination+json', hub.pid, undefined, () => withChildren(hub.pid)));
 }
 
 /** Our hub alone: a page's latency with 1,000 users, then with 100,000. */
