@@ -49,3 +49,33 @@ test('user cache: 200,000 users remembered (a bulk create) stay within the bound
   for (let i = 0; i < 200_000; i++) users.remember({ name: `user-${i}`, admin: false, groups: ['g'], created: '2026-11-25T00:00:00.000Z', last_activity: '' });
   t.true(users.bytes <= 2_000_000, `${users.bytes} bytes`);
 });
+
+test('identity cache: what is known of tokens that name nobody is kept apart, bounded, and answered from memory', async (t) => {
+  let asked = 0;
+  const tokens = {
+    resolveToken: async ({ token }: { token: string }) => {
+      asked++;
+      if (token.startsWith('gone')) return { found: false, revoked: true }; // one of the hub's, revoked
+      if (token.startsWith('own')) return { found: false, revoked: false }; // never the hub's (a server's own)
+      return { found: true, owner: { kind: 'user', name: 'alice' }, token_id: 'a1', session_id: '', scopes: ['access:servers!user=alice'], expires_at_ms: 0, scopes_until_ms: 0 };
+    },
+  } as unknown as TokensClient;
+  const identities = createIdentityCache(tokens, 600_000, 1_000_000, 100_000);
+  t.like(await identities.judge('valid-token'), { owner: { kind: 'user', name: 'alice' } });
+  t.is(await identities.judge('gone-token'), 'revoked');
+  t.is(await identities.judge('own-token'), 'unknown');
+  asked = 0;
+  const again = identities.judge('gone-token');
+  t.false(again instanceof Promise, 'known: decided at once');
+  t.is(again, 'revoked');
+  t.is(identities.judge('own-token'), 'unknown');
+  t.is(asked, 0);
+  for (let i = 0; i < 50_000; i++) await identities.judge(`own-${i}`); // a flood of made-up tokens
+  t.true(identities.bytes <= 1_100_000, `${identities.bytes} bytes`);
+  asked = 0;
+  const alice = identities.judge('valid-token');
+  t.false(alice instanceof Promise, 'the identity stays: the flood went to the verdicts\' own bound');
+  t.is(asked, 0);
+  t.is(await identities.resolve('own-49999'), null);
+  t.is(asked, 1, 'the API asks again about a token that named nobody (it may be registered later)');
+});
