@@ -115,11 +115,12 @@ export function busPermissions(user: BusUser): BusPermissions {
   for (const [bucket, { writer, readers }] of Object.entries(BUCKET_FLOW)) {
     if (writer !== user && !readers.includes(user)) continue;
     // a reader may create the bucket too: whichever actor comes first makes it (shared/nats.ts openKv)
-    publish.push(...streamReader(kvStream(bucket)), `$JS.API.STREAM.CREATE.${kvStream(bucket)}`);
+    for (const subject of [...streamReader(kvStream(bucket)), `$JS.API.STREAM.CREATE.${kvStream(bucket)}`]) publish.push(subject);
     if (writer === user) publish.push(`$KV.${bucket}.>`);
   }
   // leases (shared/lease.ts): the bucket for everyone, keys only its own
-  publish.push(...streamReader(kvStream(LEASE_BUCKET)), `$JS.API.STREAM.CREATE.${kvStream(LEASE_BUCKET)}`, `$KV.${LEASE_BUCKET}.${user}.>`);
+  // (pushed one by one: no spread into a call at run time, test/contracts/no-spread.test.ts)
+  for (const subject of [...streamReader(kvStream(LEASE_BUCKET)), `$JS.API.STREAM.CREATE.${kvStream(LEASE_BUCKET)}`, `$KV.${LEASE_BUCKET}.${user}.>`]) publish.push(subject);
   return { publish: [...new Set(publish)], subscribe: [...new Set(subscribe)], allow_responses: true };
 }
 

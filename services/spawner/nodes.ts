@@ -119,7 +119,7 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
       fullest = room.length > 0;
       if (room.length) candidates = room;
     }
-    const best = fullest ? Math.max(...candidates.map(count)) : Math.min(...candidates.map(count));
+    const best = candidates.reduce((b, n) => (fullest ? Math.max(b, count(n)) : Math.min(b, count(n))), fullest ? -Infinity : Infinity);
     const tied = candidates.filter((n) => count(n) === best);
     return tied[turn++ % tied.length];
   }
