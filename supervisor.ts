@@ -251,7 +251,7 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
       restarts: Object.fromEntries(children.map((c) => [c.spec.id, c.restarts])),
       failed: children.filter((c) => c.failed).map((c) => c.spec.id),
       ...(startupSeconds !== undefined ? { startup_seconds: startupSeconds } : {}),
-      version: HUB_VERSION, commit: HUB_COMMIT,
+      version: HUB_VERSION, commit: HUB_COMMIT, signals: ['SIGHUP', 'SIGUSR2'],
     };
     // whole or not at all: the command line decides from this file whether a hub runs here
     const tmp = `${processesFile(dataDir)}.tmp`;

@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { runDir } from '../shared/paths.js';
 import { reloadAskerFile, reloadResultFile, type ReloadResult } from '../shared/reload.js';
+import { answersSignal, readProcesses } from '../shared/processes.js';
 import { cliIdentity, CliError, runningHub } from './hub.js';
 import type { VerbInput } from './main.js';
 
@@ -37,6 +38,9 @@ const failed = (r: ReloadResult) => !r.ok || r.problems.length > 0 || r.unconfir
 export async function reload({ config, flags }: VerbInput): Promise<number> {
   const hub = runningHub(config);
   if (!hub) throw new CliError(`no hub is running with data dir ${config.Hub.data_dir}`);
+  const record = readProcesses(hub.dataDir);
+  // an older supervisor would die of the signal: never send it one it does not answer
+  if (!record || !answersSignal(record, 'SIGHUP')) throw new CliError(`the running hub (supervisor pid ${hub.pid}) predates \`hub reload\`: stop and start it once (nothing was changed)`);
   const waitMs = answerWithinMs(hub.config.Hub.rpc_timeout);
   if (flags['all-nodes']) return reloadEveryNode(hub.config, waitMs);
 

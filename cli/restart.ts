@@ -8,6 +8,7 @@ import { ACTORS, REPO_ROOT, runDir } from '../shared/paths.js';
 import { restartRequestFile, restartResultFile, writeJsonAtomically, type RestartResult } from '../shared/rolling-restart.js';
 import { pushAll } from '../shared/lists.js';
 import { UsageError } from './args.js';
+import { answersSignal, readProcesses } from '../shared/processes.js';
 import { cliIdentity, CliError, runningHub } from './hub.js';
 import type { VerbInput } from './main.js';
 
@@ -25,6 +26,9 @@ export async function restart({ config, positional, flags }: VerbInput): Promise
   if (actor !== null && !(ACTORS as readonly string[]).includes(actor)) throw new UsageError(`restart: no actor ${JSON.stringify(actor.slice(0, 40))} (one of ${ACTORS.join(', ')})`);
   const hub = runningHub(config);
   if (!hub) throw new CliError(`no hub is running with data dir ${config.Hub.data_dir}`);
+  const record = readProcesses(hub.dataDir);
+  // an older supervisor would die of the signal: never send it one it does not answer
+  if (!record || !answersSignal(record, 'SIGUSR2')) throw new CliError(`the running hub (supervisor pid ${hub.pid}) predates \`hub restart\`: stop and start it once (nothing was changed)`);
   if (flags.build) {
     const built = spawnSync('npm', ['run', 'build'], { cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
     if (built.status !== 0) throw new CliError('the build failed: nothing was restarted');

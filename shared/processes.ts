@@ -19,6 +19,11 @@ export interface ProcessesRecord {
   /** the release and commit the supervisor runs (each actor tells its own in its Ping) */
   version?: string;
   commit?: string;
+  /**
+   * the signals it answers besides SIGTERM/SIGINT (`hub reload`: SIGHUP, `hub restart`: SIGUSR2); a supervisor that
+   * does not list one would die of it (their default action), so the command line asks only one that does
+   */
+  signals?: string[];
 }
 
 export function processesFile(dataDir: string): string {
@@ -97,4 +102,9 @@ export function processTree(root: number): number[] {
     for (const child of children.get(pid) ?? []) queue.push(child);
   }
   return out;
+}
+
+/** Whether the hub's supervisor answers `signal` (see ProcessesRecord.signals); else the command refuses, naming why. */
+export function answersSignal(record: ProcessesRecord, signal: string): boolean {
+  return record.signals?.includes(signal) ?? false;
 }

@@ -4,7 +4,8 @@
 import test from 'ava';
 import { fileURLToPath } from 'node:url';
 import { apiClient, randomToken } from '../api/client.js';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isAlive, NATS_TOKEN, REPO, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
 import { apiLoad, echoBackend, echoSocket, pathLoad } from './load.js';
@@ -237,5 +238,22 @@ test.serial('hub restart: every actor and both gateways replaced under HTTP, pro
   } finally {
     await hub.stop();
     backend.server.close();
+  }
+});
+
+test('hub reload and hub restart never signal a supervisor that does not say it answers (an older one would die of it)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-old-supervisor-'));
+  try {
+    // a live "supervisor" (this test's process) whose record lists no signals, as one from before these verbs
+    mkdirSync(join(dir, 'run'));
+    writeFileSync(join(dir, 'run', 'processes.json'), JSON.stringify({ supervisor: process.pid, children: {} }));
+    for (const verb of ['reload', 'restart']) {
+      const r = await runHubCommand([verb, `--Hub.data_dir=${dir}`]);
+      t.is(r.code, 1, verb);
+      t.regex(r.stderr, new RegExp(`predates \`hub ${verb}\`: stop and start it once`), verb);
+    }
+    t.false(existsSync(join(dir, 'run', 'restart-request.json')));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
