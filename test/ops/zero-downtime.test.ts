@@ -257,3 +257,34 @@ test('hub reload and hub restart never signal a supervisor that does not say it 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test.serial('hub restart ACTOR: only that actor\'s process is replaced, its servers keep running; an unknown actor is a usage error', async (t) => {
+  const hub = await startHub({ config: hubConfig() });
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const file = join(hub.dataDir, 'hub.json');
+  try {
+    const api = apiClient(hub.url);
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['kept'] } })).status, 201);
+    t.true([201, 202].includes((await api('POST', '/users/kept/server', { token: ADMIN })).status));
+    await waitFor('kept\'s server', async () => ((await api('GET', '/users/kept', { token: ADMIN })).body?.servers?.['']?.ready ? true : undefined), 20_000);
+    const before = hub.children();
+    const r = await runHubCommand(['restart', 'spawner', '--config', file], { env, killAfterMs: 60_000 });
+    t.is(r.code, 0, `${r.stdout}${r.stderr}`);
+    t.regex(r.stdout, /^spawner +pid \d+ -> \d+ /m);
+    t.regex(r.stdout, /restarted 1 processes/);
+    const after = hub.children();
+    for (const [id, pid] of Object.entries(before)) {
+      if (id === 'spawner') t.not(after[id], pid);
+      else t.is(after[id], pid, id);
+    }
+    // the new spawner adopted the server: still ready, and it stops through it
+    t.true((await api('GET', '/users/kept', { token: ADMIN })).body.servers[''].ready);
+    t.is((await fetch(`${hub.url}/user/kept/`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
+    t.true([202, 204].includes((await api('DELETE', '/users/kept/server', { token: ADMIN })).status));
+    const bad = await runHubCommand(['restart', 'nosuch', '--config', file], { env });
+    t.is(bad.code, 2);
+    t.regex(bad.stderr, /restart: no actor "nosuch"/);
+  } finally {
+    await hub.stop();
+  }
+});
