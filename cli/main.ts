@@ -23,7 +23,8 @@ interface Verb extends ArgSpec {
 const VERBS: Record<string, Verb> = {
   status: {
     positional: [0, 0], usage: 'status',
-    help: ["the running hub's processes with their memory (RSS and PSS),", "and each actor's answer to a gRPC ping"],
+    help: ["the running hub's processes with their memory (RSS and PSS), start time and code (release and commit),",
+      "and each actor's answer to a gRPC ping"],
     run: async () => (await import('./status.js')).status,
   },
   restart: {
