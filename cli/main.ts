@@ -23,22 +23,23 @@ interface Verb extends ArgSpec {
 const VERBS: Record<string, Verb> = {
   status: {
     positional: [0, 0], usage: 'status',
-    help: ["the running hub's processes with their memory (RSS and PSS), start time and code (release and commit),",
-      "and each actor's answer to a gRPC ping"],
+    help: ["the running hub's processes with their memory (RSS and PSS), start time and code",
+      "(release and commit), and each actor's answer to a gRPC ping"],
     run: async () => (await import('./status.js')).status,
   },
   restart: {
     positional: [0, 1], flags: { build: 'boolean' }, usage: 'restart [ACTOR] [--build]',
-    help: ['replace every actor and gateway (or those of ACTOR) one at a time with a fresh process running the code',
-      'now in dist/, without failing a request or stopping a server (--build: `npm run build` first, an upgrade);',
-      'gateways hand the port over and drain up to Supervisor.drain_timeout'],
+    help: ['replace every actor and gateway (or those of ACTOR) one at a time with a fresh process running',
+      'the code now in dist/, without failing a request or stopping a server (--build: `npm run build`',
+      'first, an upgrade); gateways hand the port over and drain up to Supervisor.drain_timeout'],
     run: async () => (await import('./restart.js')).restart,
   },
   reload: {
     positional: [0, 0], flags: { 'all-nodes': 'boolean' }, usage: 'reload [--all-nodes]',
-    help: ['read and validate the configuration again and apply what can change live (roles, services, api_tokens,',
-      'extra_headers, log level); an invalid file changes nothing (exit 1, with why); other changes are named as',
-      'needing `hub restart`. Also SIGHUP to the supervisor. --all-nodes: every node of the hub reloads'],
+    help: ['read and check the configuration again and apply what can change live (roles, services, api_tokens,',
+      'who may log in, what the next server start takes, limits, extra_headers, log level); an invalid file',
+      'changes nothing (exit 1, with why); other changes are named as needing `hub restart`. Also SIGHUP to',
+      'the supervisor. --all-nodes: every node of the hub reloads'],
     run: async () => (await import('./reload.js')).reload,
   },
   'add-user': {
