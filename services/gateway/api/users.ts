@@ -144,10 +144,14 @@ export function userRoutes(deps: ApiDeps): Route[] {
         }
         await auth.deleteUser({ name: req.params.name, by: req.who }, req.call);
         // their tokens go before the answer (not only when user.deleted reaches the tokens actor): the next request
-        // carrying one is refused, at the API and at the front door (services/gateway/proxy/token-gate.ts)
-        await tokens.revokeTokens({ ids: [], oauth_client: '', user: req.params.name, by: req.who, reason: 'user deleted' }, req.call);
-        users.forget(req.params.name);
-        identities.forgetOwner({ kind: 'user', name: req.params.name });
+        // carrying one is refused, at the API and at the front door (services/gateway/proxy/token-gate.ts). Should the
+        // tokens actor not answer, this gateway forgets them all the same (the tokens actor then finds no owner for them)
+        try {
+          await tokens.revokeTokens({ ids: [], oauth_client: '', user: req.params.name, by: req.who, reason: 'user deleted' }, req.call);
+        } finally {
+          users.forget(req.params.name);
+          identities.forgetOwner({ kind: 'user', name: req.params.name });
+        }
         req.reply.send(204, '');
       },
     },
