@@ -1,8 +1,10 @@
 // A hub with Hub.db_url on a real PostgreSQL: people, logins, tokens and servers work as with SQLite files, the
 // rows are in the database (one schema per actor, no SQLite file in the data dir), and a restart finds them there.
 import test from 'ava';
-import { readdirSync } from 'node:fs';
-import { startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { Browser, formLogin, whoami } from '../auth/helpers.js';
 import { FIXTURE } from '../spawner/helpers.js';
@@ -90,4 +92,14 @@ test.serial('db_url postgresql: a new user logs in, gets a token, starts and sto
   t.is(made2.status, 201);
   t.is((await api('GET', '/users/bea', { token: ADMIN })).status, 200);
   t.deepEqual(hub.children(), pids, 'no actor was restarted');
+});
+
+test('db_url postgresql: hub import jupyterhub is refused, saying why, and writes nothing', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-pg-import-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const r = await runHubCommand(['import', 'jupyterhub', '--db', join(dir, 'jupyterhub.sqlite'), `--Hub.data_dir=${dir}`, '--Hub.db_url=postgresql://hub@127.0.0.1:1/hub']);
+  t.is(r.code, 1, r.stderr);
+  t.regex(r.stderr, /refused with Hub\.db_url on PostgreSQL/);
+  t.notRegex(r.stderr + r.stdout, /postgresql:\/\//, 'the URL (it may hold a password) is not printed');
+  t.deepEqual(readdirSync(dir), []);
 });
