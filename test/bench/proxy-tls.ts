@@ -39,8 +39,9 @@ function get(url: string, ca: string, headers: Record<string, string> = {}): Pro
 }
 
 /** p50 and p90 of `n` sequential new TLS connections (full handshakes: the client keeps no session), in ms. */
-async function handshakes(port: number, ca: string, n: number): Promise<{ p50: number; p90: number }> {
+async function handshakes(port: number, ca: string, n: number, pids: () => number[]): Promise<{ p50: number; p90: number; cpuMs: number }> {
   const times: number[] = [];
+  const cpu0 = cpuMs(pids());
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
     await new Promise<void>((resolve, reject) => {
@@ -53,8 +54,9 @@ async function handshakes(port: number, ca: string, n: number): Promise<{ p50: n
       s.setTimeout(5000, () => s.destroy(new Error('handshake timed out')));
     });
   }
+  const cpu = (cpuMs(pids()) - cpu0) / n; // the server's CPU per handshake: steadier than the time on a busy machine
   times.sort((a, b) => a - b);
-  return { p50: times[Math.floor(n * 0.5)], p90: times[Math.floor(n * 0.9)] };
+  return { p50: times[Math.floor(n * 0.5)], p90: times[Math.floor(n * 0.9)], cpuMs: cpu };
 }
 
 type Who = 'floor' | 'ours' | 'nginx';
@@ -99,7 +101,7 @@ export async function proxyTls(): Promise<void> {
     const order: Who[] = ['floor', 'ours', 'nginx'];
     log(`wrk ${WRK.threads} threads, ${WRK.connections} connections over kept-alive TLS, ${SECONDS} s per run, GET ${PATH}; ${ROUNDS} alternating rounds, the median counts; 1 gateway process, nginx 1 worker`);
 
-    const runs: { http: Partial<Record<Who, HttpResult[]>>; ws: Partial<Record<Who, number[]>>; hs: Partial<Record<Who, { p50: number; p90: number }[]>>; apiTls: HttpResult[]; apiPlain: HttpResult[] } = { http: {}, ws: {}, hs: {}, apiTls: [], apiPlain: [] };
+    const runs: { http: Partial<Record<Who, HttpResult[]>>; ws: Partial<Record<Who, number[]>>; hs: Partial<Record<Who, { p50: number; p90: number; cpuMs: number }[]>>; apiTls: HttpResult[]; apiPlain: HttpResult[] } = { http: {}, ws: {}, hs: {}, apiTls: [], apiPlain: [] };
     const apiOptions = { ...WRK, headers: { Authorization: `token ${ADMIN_TOKEN}` } };
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round} of ${ROUNDS}`);
@@ -118,10 +120,10 @@ export async function proxyTls(): Promise<void> {
         if (trips !== undefined) (runs.ws[k] ??= []).push(trips);
       }
       for (const k of order) {
-        const h = await attempt(`handshakes ${k}`, () => handshakes(ports[k], ca.pem, HANDSHAKES));
+        const h = await attempt(`handshakes ${k}`, () => handshakes(ports[k], ca.pem, HANDSHAKES, pids[k]));
         if (h) {
           (runs.hs[k] ??= []).push(h);
-          log(`handshake ${LABELS[k].padEnd(28)} p50 ${h.p50.toFixed(3)} ms  p90 ${h.p90.toFixed(3)} ms (${HANDSHAKES} new TLS connections, one at a time)`);
+          log(`handshake ${LABELS[k].padEnd(28)} p50 ${h.p50.toFixed(3)} ms  p90 ${h.p90.toFixed(3)} ms, server CPU ${(h.cpuMs * 1000).toFixed(0)} µs each (${HANDSHAKES} new TLS connections, one at a time)`);
         }
       }
       const tlsApi = await attempt('api over TLS', () => measureHttp(`API ${API_PATH} over TLS`, hub!.url, apiOptions, pids.ours, { check, path: API_PATH, body: null }));
@@ -131,7 +133,7 @@ export async function proxyTls(): Promise<void> {
     }
     const http = Object.fromEntries(order.map((k) => [k, medianOf(runs.http[k] ?? [], (r) => r.reqPerSec)])) as Partial<Record<Who, HttpResult>>;
     const ws = Object.fromEntries(order.map((k) => [k, medianOf(runs.ws[k] ?? [], (r) => r)])) as Partial<Record<Who, number>>;
-    const hs = Object.fromEntries(order.map((k) => [k, medianOf(runs.hs[k] ?? [], (r) => r.p50)])) as Partial<Record<Who, { p50: number; p90: number }>>;
+    const hs = Object.fromEntries(order.map((k) => [k, medianOf(runs.hs[k] ?? [], (r) => r.p50)])) as Partial<Record<Who, { p50: number; p90: number; cpuMs: number }>>;
     const apiTls = medianOf(runs.apiTls, (r) => r.reqPerSec);
     const apiPlain = medianOf(runs.apiPlain, (r) => r.reqPerSec);
 
@@ -139,7 +141,7 @@ export async function proxyTls(): Promise<void> {
     for (const k of order) console.log(`  ${LABELS[k].padEnd(28)} ${http[k] ? fmt(http[k]!) : 'n/a'}   wss ${ws[k]?.toFixed(0) ?? 'n/a'} round trips/s   handshake p50 ${hs[k]?.p50.toFixed(3) ?? 'n/a'} ms`);
     console.log(`  https ours/nginx: ${ratio(http.ours?.reqPerSec, http.nginx?.reqPerSec)} req/s (goal >= 0.85x); CPU per request ours/floor ${ratio(http.ours?.cpuUs, http.floor?.cpuUs)} (goal <= 1.05x), ours ${http.ours?.cpuUs?.toFixed(0) ?? 'n/a'} µs, floor ${http.floor?.cpuUs?.toFixed(0) ?? 'n/a'} µs, nginx ${http.nginx?.cpuUs?.toFixed(0) ?? 'n/a'} µs; req/s ours/floor ${ratio(http.ours?.reqPerSec, http.floor?.reqPerSec)}`);
     console.log(`  wss ours/nginx: ${ratio(ws.ours, ws.nginx)} round trips/s (goal >= 0.85x)`);
-    console.log(`  handshake p50 ours/nginx: ${ratio(hs.ours?.p50, hs.nginx?.p50)} (goal <= 1.2x); floor ${hs.floor?.p50.toFixed(3) ?? 'n/a'} ms`);
+    console.log(`  handshake p50 ours/nginx: ${ratio(hs.ours?.p50, hs.nginx?.p50)} (goal <= 1.2x); floor ${hs.floor?.p50.toFixed(3) ?? 'n/a'} ms; server CPU per handshake floor / ours / nginx ${order.map((k) => `${((hs[k]?.cpuMs ?? NaN) * 1000).toFixed(0)}`).join(' / ')} µs`);
     console.log(`  API over TLS / plain (same gateway, Hub.hub_port): ${ratio(apiTls?.reqPerSec, apiPlain?.reqPerSec)} req/s (goal >= 0.85x), p99 ${apiTls?.p99.toFixed(2) ?? 'n/a'} vs ${apiPlain?.p99.toFixed(2) ?? 'n/a'} ms`);
   } finally {
     await cleanup();
