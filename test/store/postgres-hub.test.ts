@@ -92,6 +92,9 @@ test.serial('db_url postgresql: a new user logs in, gets a token, starts and sto
   t.is(made2.status, 201);
   t.is((await api('GET', '/users/bea', { token: ADMIN })).status, 200);
   t.deepEqual(hub.children(), pids, 'no actor was restarted');
+  // the URL holds the database password: no log line carries it, not even the outage's
+  const password = new URL(postgres.url('hub')).password;
+  t.false(hub.logs().includes(password));
 });
 
 test('db_url postgresql: hub import jupyterhub is refused, saying why, and writes nothing', async (t) => {
