@@ -1,0 +1,3 @@
+module hub.local/cluster/pause
+
+go 1.24.0
