@@ -28,6 +28,7 @@ import { BACKENDS } from './backends/index.js';
 import { SpawnQueue } from './queue.js';
 import { waitForHttp } from './readiness.js';
 import type { Registry } from './registry.js';
+import { RunJournal } from './runs.js';
 
 export interface SpawnerDeps {
   config: HubConfig;
@@ -156,6 +157,11 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
    * servers are never adopted, polled, stopped at shutdown or rewritten from this copy of the registry.
    */
   const ours = (r: ServerRecord) => !r.node || r.node === config.Hub.node_name;
+  /** this node's runs, in its data dir: what it must stop if it comes back to find them started elsewhere */
+  const runs = new RunJournal(config.Hub.data_dir);
+  registry.afterSave = (r) => {
+    if (ours(r)) runs.note(r);
+  };
   const localOf = (r: { user: string; name: string }) => {
     const key = serverKey(r.user, r.name);
     let l = local.get(key);
@@ -800,6 +806,17 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           await stopServerNow(r, 'actor:spawner (unhealthy at adoption)', `it did not answer after a hub restart: ${(e as Error).message}`).catch(() => undefined);
         }
       };
+      // runs of this node that were started again elsewhere (or removed) while it was gone: stopped, never left running
+      for (const run of runs.orphans((user, name) => registry.get(user, name), ours)) {
+        const b = backend(run.spawner_class);
+        if (await b.adopt(run.spawner_state).catch(() => null)) {
+          await b.stop(run.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
+            log.warn({ event: 'server.orphan.stop_failed', server: label(run), err: e.message }, 'could not stop a server started again elsewhere'));
+          log.warn({ event: 'server.orphan.stopped', server: label(run) }, 'stopped a server of this node that was started again elsewhere while the node was gone');
+          void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(run), outcome: 'ok', reason: 'started again elsewhere while this node was gone' });
+        }
+        runs.forget(run);
+      }
       // servers another node marked stopped while this node was gone: running still? then they are ours again
       for (const r of registry.all()) {
         if (!r.lost || !ours(r) || !r.node) continue;

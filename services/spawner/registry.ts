@@ -34,6 +34,9 @@ export class Registry {
   /** the bucket revision each record was read at (for writes that must not race another spawner's) */
   private readonly revisions = new Map<string, number>();
 
+  /** told of every record this process saves (the node's own journal of runs, services/spawner/runs.ts) */
+  afterSave: ((r: ServerRecord) => void) | null = null;
+
   private constructor(private readonly mirror: KvMirror<ServerRecord>) {}
 
   /**
@@ -105,6 +108,7 @@ export class Registry {
     const previous = this.records.get(key);
     const copy = structuredClone(record);
     this.records.set(key, copy);
+    this.afterSave?.(copy);
     const written = this.enqueue(key, () => this.mirror.kv.put(key, encodeJson(copy)));
     // A write JetStream never took (its leader moving after a NATS member died) must not stay in the copy: a start
     // refused with 503 would otherwise look pending forever to the next one. Back to what the bucket holds.
