@@ -217,7 +217,7 @@ async function measureWs(label: string, url: string, pids?: () => number[]): Pro
   return perSecond;
 }
 
-export async function echoes(url: string, seconds: number, options: WebSocket.ClientOptions = {}): Promise<number> {
+export async function echoes(url: string, seconds: number, options: WebSocket.ClientOptions = {}, payload: string | Buffer = 'x'.repeat(64)): Promise<number> {
   const clients = await Promise.all(Array.from({ length: WS_CONNECTIONS }, () => new Promise<WebSocket>((resolve, reject) => {
     const ws = new WebSocket(url, { handshakeTimeout: 10_000, ...options });
     ws.once('open', () => resolve(ws));
@@ -229,7 +229,6 @@ export async function echoes(url: string, seconds: number, options: WebSocket.Cl
   try {
     await Promise.race([
       Promise.all(clients.map((ws) => new Promise<void>((resolve) => {
-        const payload = 'x'.repeat(64);
         ws.on('message', () => {
           trips++;
           if (Date.now() < deadline) ws.send(payload);

@@ -9,8 +9,9 @@ import { restartBench } from './restart.js';
 import { scale } from './scale.js';
 import { spawnBench } from './spawn.js';
 import { users } from './users.js';
+import { wsRelay } from './ws-relay.js';
 
-const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench(), import: () => importBench(), restart: () => restartBench() };
+const benches: Record<string, () => Promise<void>> = { footprint: () => footprint(), api: () => api(), proxy: () => proxy(), metrics: () => metrics(), spawn: () => spawnBench(), scale: () => scale(), users: () => users(), login: () => loginBench(), import: () => importBench(), restart: () => restartBench(), 'ws-relay': () => wsRelay() };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
 for (const name of wanted.length ? wanted : Object.keys(benches)) {
   const bench = benches[name];

@@ -8,21 +8,29 @@ export const OP = { continuation: 0x0, text: 0x1, binary: 0x2, close: 0x8, ping:
 /** Mask keys come from a pool of random bytes refilled 4 KiB at a time, not one random call per frame. */
 const maskPool = Buffer.allocUnsafe(4096);
 let maskOffset = maskPool.length;
+/** The current mask key as one 32-bit word, read in the machine's byte order like the payload words it masks. */
+const maskWord = new Int32Array(1);
+const maskBytes = new Uint8Array(maskWord.buffer);
 
-function nextMask(into: Buffer): void {
+function nextMask(): void {
   if (maskOffset === maskPool.length) {
     randomFillSync(maskPool);
     maskOffset = 0;
   }
-  maskPool.copy(into, 0, maskOffset, maskOffset + 4);
+  for (let i = 0; i < 4; i++) maskBytes[i] = maskPool[maskOffset + i];
   maskOffset += 4;
 }
 
-/** A masked frame with FIN set. */
+/**
+ * A masked frame with FIN set. The payload is copied once (memcpy) and masked in place a 32-bit word at a
+ * time: the frame is placed so that its payload starts on a 4-byte boundary of its memory.
+ */
 export function encodeFrame(opcode: number, payload: Uint8Array): Buffer {
   const len = payload.length;
-  const headLen = len < 126 ? 2 : len < 65536 ? 4 : 10;
-  const frame = Buffer.allocUnsafe(headLen + 4 + len);
+  const headLen = (len < 126 ? 2 : len < 65536 ? 4 : 10) + 4;
+  const memory = Buffer.allocUnsafe(headLen + len + 3);
+  const pad = (4 - ((memory.byteOffset + headLen) & 3)) & 3;
+  const frame = memory.subarray(pad, pad + headLen + len);
   frame[0] = 0x80 | opcode;
   if (len < 126) frame[1] = 0x80 | len;
   else if (len < 65536) {
@@ -33,10 +41,16 @@ export function encodeFrame(opcode: number, payload: Uint8Array): Buffer {
     frame.writeUInt32BE(Math.floor(len / 2 ** 32), 2);
     frame.writeUInt32BE(len >>> 0, 6);
   }
-  const mask = frame.subarray(headLen, headLen + 4);
-  nextMask(mask);
-  const body = frame.subarray(headLen + 4);
-  for (let i = 0; i < len; i++) body[i] = payload[i] ^ mask[i & 3];
+  nextMask();
+  frame.set(maskBytes, headLen - 4);
+  frame.set(payload, headLen);
+  const words = len >>> 2;
+  if (words) {
+    const view = new Int32Array(frame.buffer, frame.byteOffset + headLen, words);
+    const key = maskWord[0];
+    for (let i = 0; i < words; i++) view[i] ^= key;
+  }
+  for (let i = words << 2; i < len; i++) frame[headLen + i] ^= maskBytes[i & 3];
   return frame;
 }
 
@@ -58,10 +72,20 @@ export interface FrameHandlers {
   error(code: number, why: string): void;
 }
 
-/** Reads frames from a byte stream; bytes are kept as received until a whole frame is there (no re-copying). */
+/**
+ * Reads frames from a byte stream. A frame wholly inside one read is delivered as a view of that read
+ * (no copy); a frame spread over reads is copied once, straight into a buffer of its payload's size; only a
+ * header cut in two (at most 13 bytes) is kept aside and joined with the next read.
+ */
 export class FrameReader {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  /** the start of a frame header that the last read cut off (a copy) */
+  private pending: Buffer | null = null;
+  /** the payload of a frame whose header was read, filling over reads */
+  private body: Buffer | null = null;
+  private bodyFilled = 0;
+  private bodyOpcode = 0;
+  private bodyFin = false;
+  private bodyMask = -1;
   private fragments: Buffer[] = [];
   private fragmentsSize = 0;
   private fragmentedBinary = false;
@@ -72,72 +96,69 @@ export class FrameReader {
   /** `data` may be a view of a reused read buffer: whatever stays buffered after this call is copied. */
   push(data: Buffer): void {
     if (this.failed) return;
-    this.chunks.push(data);
-    this.buffered += data.length;
-    while (!this.failed && this.readFrame());
-    // earlier chunks are copies already; only what is left of this one is copied (once)
-    const last = this.chunks.length - 1;
-    if (last >= 0 && this.chunks[last].buffer === data.buffer) this.chunks[last] = Buffer.from(this.chunks[last]);
-  }
-
-  /** Bytes [0, n) of what is buffered, without consuming them. */
-  private peek(n: number): Buffer {
-    if (this.chunks[0].length >= n) return this.chunks[0];
-    const joined = Buffer.concat(this.chunks, this.buffered);
-    this.chunks = [joined];
-    return joined;
-  }
-
-  private take(n: number): Buffer {
-    if (n === 0) return Buffer.alloc(0);
-    const first = this.chunks[0];
-    let out: Buffer;
-    if (first.length >= n) {
-      out = first.subarray(0, n);
-      if (first.length === n) this.chunks.shift();
-      else this.chunks[0] = first.subarray(n);
-    } else {
-      out = Buffer.allocUnsafe(n);
-      let copied = 0;
-      while (copied < n) {
-        const c = this.chunks[0];
-        const part = Math.min(c.length, n - copied);
-        c.copy(out, copied, 0, part);
-        copied += part;
-        if (part === c.length) this.chunks.shift();
-        else this.chunks[0] = c.subarray(part);
-      }
+    let offset = 0;
+    if (this.body) {
+      offset = Math.min(this.body.length - this.bodyFilled, data.length);
+      data.copy(this.body, this.bodyFilled, 0, offset);
+      this.bodyFilled += offset;
+      if (this.bodyFilled < this.body.length) return;
+      const body = this.body;
+      this.body = null;
+      if (this.bodyMask !== -1) unmask(body, 0, body.length, this.bodyMask);
+      this.deliver(this.bodyOpcode, this.bodyFin, body, true);
     }
-    this.buffered -= n;
-    return out;
+    if (this.pending) {
+      data = Buffer.concat([this.pending, data.subarray(offset)]);
+      this.pending = null;
+      offset = 0;
+    }
+    while (!this.failed && offset < data.length) {
+      const used = this.readFrame(data, offset);
+      if (used === 0) {
+        if (this.failed) return;
+        this.pending = Buffer.from(data.subarray(offset)); // a copy: the read buffer is reused
+        return;
+      }
+      offset += used;
+    }
   }
 
-  /** Consumes one frame if it is all there; false when more bytes are needed. */
-  private readFrame(): boolean {
-    if (this.buffered < 2) return false;
-    let head = this.peek(2);
-    const fin = (head[0] & 0x80) !== 0;
-    const opcode = head[0] & 0x0f;
-    const masked = (head[1] & 0x80) !== 0;
-    let len = head[1] & 0x7f;
-    let headLen = 2 + (len === 126 ? 2 : len === 127 ? 8 : 0) + (masked ? 4 : 0);
-    if (this.buffered < headLen) return false;
-    head = this.peek(headLen);
-    if (len === 126) len = head.readUInt16BE(2);
-    else if (len === 127) len = head.readUInt32BE(2) * 2 ** 32 + head.readUInt32BE(6);
-    if ((head[0] & 0x70) !== 0) return this.fail(1002, 'reserved bits set (no extension was negotiated)');
+  /** Reads one frame at `offset`: the bytes it took (a frame's start when its payload runs on), 0 when its header is not all there. */
+  private readFrame(data: Buffer, offset: number): number {
+    const available = data.length - offset;
+    if (available < 2) return 0;
+    const b0 = data[offset];
+    const b1 = data[offset + 1];
+    const fin = (b0 & 0x80) !== 0;
+    const opcode = b0 & 0x0f;
+    const masked = (b1 & 0x80) !== 0;
+    let len = b1 & 0x7f;
+    const headLen = 2 + (len === 126 ? 2 : len === 127 ? 8 : 0) + (masked ? 4 : 0);
+    if (available < headLen) return 0;
+    if (len === 126) len = data.readUInt16BE(offset + 2);
+    else if (len === 127) len = data.readUInt32BE(offset + 2) * 2 ** 32 + data.readUInt32BE(offset + 6);
+    if ((b0 & 0x70) !== 0) return this.fail(1002, 'reserved bits set (no extension was negotiated)');
     if (opcode >= 0x8 && (len > 125 || !fin)) return this.fail(1002, 'bad control frame');
     if (opcode < 0x8 && this.fragmentsSize + len > this.maxMessage) return this.fail(1009, 'message too big');
-    if (this.buffered < headLen + len) return false;
-    const mask = masked ? Buffer.from(head.subarray(headLen - 4, headLen)) : null;
-    this.take(headLen);
-    const payload = this.take(len);
-    if (mask) for (let i = 0; i < payload.length; i++) payload[i] ^= mask[i & 3];
-    this.deliver(opcode, fin, payload);
-    return true;
+    const key = masked ? data.readInt32LE(offset + headLen - 4) : -1;
+    const start = offset + headLen;
+    if (available >= headLen + len) {
+      const payload = data.subarray(start, start + len);
+      if (masked) unmask(payload, 0, len, key);
+      this.deliver(opcode, fin, payload, false);
+      return headLen + len;
+    }
+    // the payload runs on into later reads: it gets a buffer of its own, filled as they come
+    this.body = Buffer.allocUnsafe(len);
+    this.bodyFilled = data.copy(this.body, 0, start);
+    this.bodyOpcode = opcode;
+    this.bodyFin = fin;
+    this.bodyMask = key;
+    return available;
   }
 
-  private deliver(opcode: number, fin: boolean, payload: Buffer): void {
+  /** `owned`: the payload is the reader's own copy, not a view of a read buffer. */
+  private deliver(opcode: number, fin: boolean, payload: Buffer, owned: boolean): void {
     switch (opcode) {
       case OP.ping: return this.on.ping(payload);
       case OP.pong: return this.on.pong(payload);
@@ -147,15 +168,15 @@ export class FrameReader {
         if (this.fragments.length) return void this.fail(1002, 'new message inside a fragmented one');
         if (fin) return this.on.message(payload, opcode === OP.binary);
         this.fragmentedBinary = opcode === OP.binary;
-        this.fragments.push(Buffer.from(payload));
+        this.fragments.push(owned ? payload : Buffer.from(payload));
         this.fragmentsSize = payload.length;
         return;
       case OP.continuation: {
         if (!this.fragments.length) return void this.fail(1002, 'continuation without a message');
-        this.fragments.push(Buffer.from(payload));
+        this.fragments.push(owned ? payload : Buffer.from(payload));
         this.fragmentsSize += payload.length;
         if (!fin) return;
-        const whole = Buffer.concat(this.fragments, this.fragmentsSize);
+        const whole = this.fragments.length === 1 ? this.fragments[0] : Buffer.concat(this.fragments, this.fragmentsSize);
         this.fragments = [];
         this.fragmentsSize = 0;
         return this.on.message(whole, this.fragmentedBinary);
@@ -165,9 +186,14 @@ export class FrameReader {
     }
   }
 
-  private fail(code: number, why: string): false {
+  private fail(code: number, why: string): 0 {
     this.failed = true;
     this.on.error(code, why);
-    return false;
+    return 0;
   }
+}
+
+/** Unmasks in place (a target should not mask its frames; if it does, they are read all the same). */
+function unmask(buf: Buffer, start: number, len: number, keyLE: number): void {
+  for (let i = 0; i < len; i++) buf[start + i] ^= (keyLE >>> ((i & 3) * 8)) & 0xff;
 }
