@@ -1,13 +1,16 @@
 // `npm run bench ws-relay`: the gateway's WebSocket relay alone (ws-gateway.ts: uWS + the proxy module, no
 // hub around it) against nginx and the echo backend directly, in the same run: WebSocket echo round trips/s
 // of WS_CONNECTIONS clients and the CPU the relay spent per round trip, for a 64-byte text message, a 16 KiB
-// binary one (16-bit length) and a 256 KiB one (64-bit length). BENCH_BASELINE=<commit> adds that commit's
-// relay (a worktree of it, run from source) so before and after are measured side by side.
+// binary one (16-bit length) and a 256 KiB one (64-bit length). First, the relay's own JS work per frame
+// without sockets (proxy/ws-frames.ts: masking a client's message towards the target, reading a target's
+// frame as 64 KiB reads deliver it). BENCH_BASELINE=<commit> adds that commit's relay and framing (a worktree
+// of it, run from source) so before and after are measured side by side.
 import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
 import { existsSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { REPO, sleep } from '../harness.js';
 import { attempt, echoes, medianOf, problems, ROUNDS, SECONDS, startBackend, startChild, startNginx, WARMUP_SECONDS, WS_CONNECTIONS } from './proxy.js';
 import { cpuMs, onPath, withChildren } from './tools.js';
@@ -33,6 +36,34 @@ function worktreeOf(rev: string): string {
   return dir;
 }
 
+type Frames = typeof import('../../services/gateway/proxy/ws-frames.js');
+
+/** CPU µs per frame of the framing code alone: encoding (masking) `payload`, and reading it as a target's frame. */
+function framingCost(frames: Frames, payload: Buffer): { encodeUs: number; readUs: number } {
+  const count = Math.max(200, Math.round(100_000_000 / (payload.length + 1000)));
+  let sink = 0;
+  const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };
+  let t0 = cpu();
+  for (let i = 0; i < count; i++) sink += frames.encodeFrame(frames.OP.binary, payload).length;
+  const encodeUs = (cpu() - t0) / count;
+  // the target's frame (unmasked), delivered in reads of at most 64 KiB through one reused buffer, as a socket's reads are
+  const head = payload.length < 126 ? Buffer.from([0x82, payload.length]) : payload.length < 65536 ? Buffer.from([0x82, 126, payload.length >> 8, payload.length & 255]) : Buffer.from([0x82, 127, 0, 0, 0, 0, 0, 0, 0, 0]);
+  if (payload.length >= 65536) head.writeUInt32BE(payload.length, 6);
+  const frame = Buffer.concat([head, payload]);
+  const scratch = Buffer.alloc(Math.min(frame.length, 65536));
+  const reader = new frames.FrameReader(64 * 1024 * 1024, { message: (d) => { sink += d.length; }, ping: () => undefined, pong: () => undefined, close: () => undefined, error: (_c, why) => { throw new Error(why); } });
+  t0 = cpu();
+  for (let i = 0; i < count; i++) {
+    for (let at = 0; at < frame.length; at += scratch.length) {
+      const n = frame.copy(scratch, 0, at, at + scratch.length);
+      reader.push(scratch.subarray(0, n));
+    }
+  }
+  const readUs = (cpu() - t0) / count;
+  if (!sink) throw new Error('nothing framed');
+  return { encodeUs, readUs };
+}
+
 interface Row { label: string; url: string; pids?: () => number[] }
 interface Result { perSecond: number; cpuUs?: number }
 
@@ -47,6 +78,19 @@ async function measure(row: Row, data: string | Buffer): Promise<Result> {
 
 export async function wsRelay(): Promise<void> {
   if (!onPath('nginx')) throw new Error('nginx is missing: install it with `apt-get install -y nginx`');
+  const before = BASELINE ? worktreeOf(BASELINE) : undefined;
+  const framing: string[] = [];
+  const modules: [string, Frames][] = [['now', await import('../../services/gateway/proxy/ws-frames.js')]];
+  if (before) modules.push([`at ${BASELINE}`, await import(pathToFileURL(join(before, 'services/gateway/proxy/ws-frames.ts')).href)]);
+  for (const payload of PAYLOADS) {
+    const data = Buffer.from(payload.data);
+    const costs = modules.map(([label, frames]) => {
+      framingCost(frames, data); // warm-up: the JIT
+      return [label, framingCost(frames, data)] as const;
+    });
+    for (const [label, c] of costs) framing.push(`  ${payload.label.padEnd(15)} framing ${label.padEnd(14)} encode ${c.encodeUs.toFixed(2).padStart(8)} µs/frame, read ${c.readUs.toFixed(2).padStart(8)} µs/frame`);
+  }
+  for (const line of framing) log(line.trim());
   const backend = await startBackend();
   const children: ChildProcess[] = [];
   let nginx: Awaited<ReturnType<typeof startNginx>> | undefined;
@@ -60,7 +104,7 @@ export async function wsRelay(): Promise<void> {
     const rows: Row[] = [
       { label: 'backend directly', url: `ws://127.0.0.1:${backend.port}` },
       await relay('our relay', REPO),
-      ...(BASELINE ? [await relay(`our relay at ${BASELINE}`, worktreeOf(BASELINE))] : []),
+      ...(before ? [await relay(`our relay at ${BASELINE}`, before)] : []),
       { label: 'nginx', url: nginx.url.replace('http', 'ws'), pids: () => withChildren(nginx!.proc.pid) },
     ];
     log(`${WS_CONNECTIONS} connections, each sending a message and waiting for its echo; ${SECONDS} s per run, median of ${ROUNDS} alternating rounds`);
@@ -88,7 +132,7 @@ export async function wsRelay(): Promise<void> {
         `${BASELINE ? `; CPU now/then ${oursCpu && cpuMedian(rows[2]) ? (oursCpu / cpuMedian(rows[2])!).toFixed(2) : 'n/a'}x` : ''}`);
     }
     console.log(`\nws-relay summary (${new Date().toISOString().slice(0, 10)})`);
-    for (const line of summary) console.log(line);
+    for (const line of [...framing, ...summary]) console.log(line);
   } finally {
     for (const c of children) c.kill('SIGKILL');
     backend.proc.kill('SIGKILL');

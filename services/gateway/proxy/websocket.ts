@@ -249,8 +249,8 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
       if (!bridge.clientOpen) return;
       opts.touch(entry);
       bytesToClient.inc(data.length);
-      ws.send(data, binary);
-      if (ws.getBufferedAmount() > CLIENT_HIGH_WATER) socket.pause();
+      // 1: sent without backpressure, so nothing is queued: no second call into uWS to ask
+      if (ws.send(data, binary) !== 1 && ws.getBufferedAmount() > CLIENT_HIGH_WATER) socket.pause();
     },
     ping: (data) => { if (bridge.clientOpen) ws.ping(data); },
     pong: () => undefined, // the client already had its pong from uWS

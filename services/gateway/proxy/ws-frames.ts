@@ -21,16 +21,23 @@ function nextMask(): void {
   maskOffset += 4;
 }
 
+/** Below this many bytes a payload is masked byte by byte: a word view would cost more than it saves. */
+const WORDWISE_FROM = 128;
+
 /**
- * A masked frame with FIN set. The payload is copied once (memcpy) and masked in place a 32-bit word at a
- * time: the frame is placed so that its payload starts on a 4-byte boundary of its memory.
+ * A masked frame with FIN set. A larger payload is copied once (memcpy) and masked in place a 32-bit word
+ * at a time: the frame is placed so that its payload starts on a 4-byte boundary of its memory.
  */
 export function encodeFrame(opcode: number, payload: Uint8Array): Buffer {
   const len = payload.length;
   const headLen = (len < 126 ? 2 : len < 65536 ? 4 : 10) + 4;
-  const memory = Buffer.allocUnsafe(headLen + len + 3);
-  const pad = (4 - ((memory.byteOffset + headLen) & 3)) & 3;
-  const frame = memory.subarray(pad, pad + headLen + len);
+  let frame: Buffer;
+  if (len < WORDWISE_FROM) frame = Buffer.allocUnsafe(headLen + len);
+  else {
+    const memory = Buffer.allocUnsafe(headLen + len + 3);
+    const pad = (4 - ((memory.byteOffset + headLen) & 3)) & 3;
+    frame = memory.subarray(pad, pad + headLen + len);
+  }
   frame[0] = 0x80 | opcode;
   if (len < 126) frame[1] = 0x80 | len;
   else if (len < 65536) {
@@ -42,14 +49,16 @@ export function encodeFrame(opcode: number, payload: Uint8Array): Buffer {
     frame.writeUInt32BE(len >>> 0, 6);
   }
   nextMask();
-  frame.set(maskBytes, headLen - 4);
+  for (let i = 0; i < 4; i++) frame[headLen - 4 + i] = maskBytes[i];
+  if (len < WORDWISE_FROM) {
+    for (let i = 0; i < len; i++) frame[headLen + i] = payload[i] ^ maskBytes[i & 3];
+    return frame;
+  }
   frame.set(payload, headLen);
   const words = len >>> 2;
-  if (words) {
-    const view = new Int32Array(frame.buffer, frame.byteOffset + headLen, words);
-    const key = maskWord[0];
-    for (let i = 0; i < words; i++) view[i] ^= key;
-  }
+  const view = new Int32Array(frame.buffer, frame.byteOffset + headLen, words);
+  const key = maskWord[0];
+  for (let i = 0; i < words; i++) view[i] ^= key;
   for (let i = words << 2; i < len; i++) frame[headLen + i] ^= maskBytes[i & 3];
   return frame;
 }
