@@ -51,7 +51,7 @@ function framingCost(frames: Frames, payload: Buffer): { encodeUs: number; readU
   if (payload.length >= 65536) head.writeUInt32BE(payload.length, 6);
   const frame = Buffer.concat([head, payload]);
   const scratch = Buffer.alloc(Math.min(frame.length, 65536));
-  const reader = new frames.FrameReader(64 * 1024 * 1024, { message: (d) => { sink += d.length; }, ping: () => undefined, pong: () => undefined, close: () => undefined, error: (_c, why) => { throw new Error(why); } });
+  const reader = new frames.FrameReader(64 * 1024 * 1024, { message: (d) => { sink += d.length; }, fragment: (d) => { sink += d.length; }, ping: () => undefined, pong: () => undefined, close: () => undefined, error: (_c, why) => { throw new Error(why); } });
   t0 = cpu();
   for (let i = 0; i < count; i++) {
     for (let at = 0; at < frame.length; at += scratch.length) {

@@ -34,6 +34,14 @@ function wsBackend(): http.Server {
         ws.send('first half, ', { fin: false });
         ws.send('second half', { fin: true });
       }
+      if (url.pathname.endsWith('/big-fragments')) {
+        // a binary message in three frames with 16- and 64-bit lengths, a ping between them, then a whole one
+        BIG_FRAGMENTS.forEach((part, i) => {
+          ws.send(part, { binary: true, fin: i === BIG_FRAGMENTS.length - 1 });
+          if (i === 0) ws.ping('between');
+        });
+        ws.send('after');
+      }
       if (url.pathname.endsWith('/ping')) {
         ws.on('pong', (data) => ws.send(`pong:${data}`));
         ws.ping('hello');
@@ -48,6 +56,7 @@ function wsBackend(): http.Server {
   return srv;
 }
 const FLOOD = 100;
+const BIG_FRAGMENTS = [randomBytes(300), randomBytes(3 * 1024 * 1024), randomBytes(70_000)];
 
 test.before(async () => {
   server = wsBackend();
@@ -123,6 +132,15 @@ test('websocket: a 10 MB message passes each way intact', async (t) => {
 test('websocket: a fragmented message from the target arrives whole', async (t) => {
   const { ws, next } = await connect('fragments');
   t.is((await next()).data.toString(), 'first half, second half');
+  ws.close();
+});
+
+test('websocket: a large binary message the target sent in frames (a ping among them) arrives whole, binary, before the next', async (t) => {
+  const { ws, next } = await connect('big-fragments');
+  const first = await next();
+  t.true(first.isBinary);
+  t.true(first.data.equals(Buffer.concat(BIG_FRAGMENTS)));
+  t.is((await next()).data.toString(), 'after');
   ws.close();
 });
 

@@ -1,7 +1,8 @@
 // The gateway's RFC 6455 framing towards targets (proxy/ws-frames.ts), byte for byte: frames it writes are
 // masked and decode to the payload with 7-, 16- and 64-bit lengths; frames it reads arrive whole however the
 // stream is cut (a header split across reads, a payload over many reads, several frames in one read), and a
-// message fragmented across frames is delivered once, whole. Frames are built here by hand from the RFC.
+// message fragmented across frames is handed on frame by frame, in order, its size limit counting the whole
+// message. Frames are built here by hand from the RFC.
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import { encodeFrame, FrameReader, OP } from '../../services/gateway/proxy/ws-frames.js';
@@ -23,6 +24,7 @@ function reader(max = 64 * 1024 * 1024): { r: FrameReader; events: Event[] } {
   const events: Event[] = [];
   const r = new FrameReader(max, {
     message: (data, binary) => events.push(['message', Buffer.from(data), binary]),
+    fragment: (data, binary, first, last) => events.push(['fragment', Buffer.from(data), binary, first, last]),
     ping: (data) => events.push(['ping', Buffer.from(data)]),
     pong: (data) => events.push(['pong', Buffer.from(data)]),
     close: (code, reason) => events.push(['close', code, reason.toString()]),
@@ -108,19 +110,32 @@ test('ws-frames: several frames in one read, controls among them, each delivered
   t.deepEqual(events, [['message', Buffer.from('a'), false], ['ping', Buffer.from('p')], ['message', Buffer.from('b'), true], ['pong', Buffer.alloc(0)]]);
 });
 
-test('ws-frames: a message fragmented across frames (a ping between them, cut across reads) is delivered once, whole', (t) => {
+test('ws-frames: a message fragmented across frames (a ping between them, cut across reads) is handed on as its frames, in order', (t) => {
   const parts = [randomBytes(5000), randomBytes(70_000), randomBytes(3)];
   const bytes = Buffer.concat([
     frame(OP.binary, parts[0], { fin: false }),
     frame(OP.continuation, parts[1], { fin: false }),
     frame(OP.ping, Buffer.from('between')),
     frame(OP.continuation, parts[2]),
+    frame(OP.text, Buffer.from('then a whole one')),
   ]);
   for (const cut of [1, 999, bytes.length]) {
     const { r, events } = reader();
     feed(r, bytes, [cut]);
-    t.deepEqual(events, [['ping', Buffer.from('between')], ['message', Buffer.concat(parts), true]], `reads of ${cut} bytes`);
+    t.deepEqual(events, [
+      ['fragment', parts[0], true, true, false],
+      ['fragment', parts[1], true, false, false],
+      ['ping', Buffer.from('between')],
+      ['fragment', parts[2], true, false, true],
+      ['message', Buffer.from('then a whole one'), false],
+    ], `reads of ${cut} bytes`);
   }
+});
+
+test('ws-frames: the size limit counts a fragmented message whole: the fragment that passes it is refused with 1009', (t) => {
+  const { r, events } = reader(1000);
+  r.push(Buffer.concat([frame(OP.text, Buffer.alloc(600, 97), { fin: false }), frame(OP.continuation, Buffer.alloc(600, 98)), frame(OP.text, Buffer.from('after'))]));
+  t.deepEqual(events, [['fragment', Buffer.alloc(600, 97), false, true, false], ['error', 1009, 'message too big']]);
 });
 
 test('ws-frames: close code and reason are read; a bare close has 1005', (t) => {
@@ -146,8 +161,9 @@ test('ws-frames: protocol errors and a message over the limit are refused with t
   for (const [bytes, code] of cases) {
     const { r, events } = reader(1000);
     r.push(Buffer.concat([bytes, frame(OP.text, Buffer.from('after'))]));
-    t.is(events.length, 1, bytes.subarray(0, 2).toString('hex'));
-    t.is(events[0][0], 'error');
-    t.is(events[0][1], code);
+    const refused = events.filter((e) => e[0] !== 'fragment'); // a fragmented message's first frame was handed on
+    t.is(refused.length, 1, bytes.subarray(0, 2).toString('hex'));
+    t.is(refused[0][0], 'error');
+    t.is(refused[0][1], code);
   }
 });

@@ -252,6 +252,14 @@ function open(ws: uWS.WebSocket<Bridge>, opts: WebSocketOptions): void {
       // 1: sent without backpressure, so nothing is queued: no second call into uWS to ask
       if (ws.send(data, binary) !== 1 && ws.getBufferedAmount() > CLIENT_HIGH_WATER) socket.pause();
     },
+    fragment: (data, binary, first, last) => {
+      if (!bridge.clientOpen) return;
+      opts.touch(entry);
+      bytesToClient.inc(data.length);
+      // passed on frame by frame, as the target cut the message: nothing is held back to reassemble it
+      const sent = first ? ws.sendFirstFragment(data, binary) : last ? ws.sendLastFragment(data) : ws.sendFragment(data);
+      if (!sent && ws.getBufferedAmount() > CLIENT_HIGH_WATER) socket.pause();
+    },
     ping: (data) => { if (bridge.clientOpen) ws.ping(data); },
     pong: () => undefined, // the client already had its pong from uWS
     close: (code, reason) => {

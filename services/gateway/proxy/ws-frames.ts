@@ -1,6 +1,6 @@
 // The client side of RFC 6455 framing, for the gateway's connection to a WebSocket target (uWS is
-// the server side towards the browser). Frames the gateway sends are masked; frames it reads are
-// reassembled into whole messages up to a size limit.
+// the server side towards the browser). Frames the gateway sends are masked; frames it reads are handed on
+// one by one (a fragmented message's frames as fragments, never reassembled), a message's size limited.
 import { randomFillSync } from 'node:crypto';
 
 export const OP = { continuation: 0x0, text: 0x1, binary: 0x2, close: 0x8, ping: 0x9, pong: 0xa } as const;
@@ -74,6 +74,8 @@ export function closePayload(code: number, reason: Uint8Array): Buffer {
 
 export interface FrameHandlers {
   message(data: Buffer, binary: boolean): void;
+  /** one frame of a fragmented message, passed on as a frame (never reassembled): `first` has the type, `last` ends it */
+  fragment(data: Buffer, binary: boolean, first: boolean, last: boolean): void;
   ping(data: Buffer): void;
   pong(data: Buffer): void;
   close(code: number, reason: Buffer): void;
@@ -95,7 +97,8 @@ export class FrameReader {
   private bodyOpcode = 0;
   private bodyFin = false;
   private bodyMask = -1;
-  private fragments: Buffer[] = [];
+  /** inside a fragmented message: its type, and its size so far (the limit holds for the whole message) */
+  private fragmented = false;
   private fragmentsSize = 0;
   private fragmentedBinary = false;
   private failed = false;
@@ -114,7 +117,7 @@ export class FrameReader {
       const body = this.body;
       this.body = null;
       if (this.bodyMask !== -1) unmask(body, 0, body.length, this.bodyMask);
-      this.deliver(this.bodyOpcode, this.bodyFin, body, true);
+      this.deliver(this.bodyOpcode, this.bodyFin, body);
     }
     if (this.pending) {
       data = Buffer.concat([this.pending, data.subarray(offset)]);
@@ -154,7 +157,7 @@ export class FrameReader {
     if (available >= headLen + len) {
       const payload = data.subarray(start, start + len);
       if (masked) unmask(payload, 0, len, key);
-      this.deliver(opcode, fin, payload, false);
+      this.deliver(opcode, fin, payload);
       return headLen + len;
     }
     // the payload runs on into later reads: it gets a buffer of its own, filled as they come
@@ -166,30 +169,27 @@ export class FrameReader {
     return available;
   }
 
-  /** `owned`: the payload is the reader's own copy, not a view of a read buffer. */
-  private deliver(opcode: number, fin: boolean, payload: Buffer, owned: boolean): void {
+  private deliver(opcode: number, fin: boolean, payload: Buffer): void {
     switch (opcode) {
       case OP.ping: return this.on.ping(payload);
       case OP.pong: return this.on.pong(payload);
       case OP.close: return this.on.close(payload.length >= 2 ? payload.readUInt16BE(0) : 1005, payload.subarray(2));
       case OP.text:
       case OP.binary:
-        if (this.fragments.length) return void this.fail(1002, 'new message inside a fragmented one');
+        if (this.fragmented) return void this.fail(1002, 'new message inside a fragmented one');
         if (fin) return this.on.message(payload, opcode === OP.binary);
+        this.fragmented = true;
         this.fragmentedBinary = opcode === OP.binary;
-        this.fragments.push(owned ? payload : Buffer.from(payload));
         this.fragmentsSize = payload.length;
-        return;
-      case OP.continuation: {
-        if (!this.fragments.length) return void this.fail(1002, 'continuation without a message');
-        this.fragments.push(owned ? payload : Buffer.from(payload));
+        return this.on.fragment(payload, this.fragmentedBinary, true, false);
+      case OP.continuation:
+        if (!this.fragmented) return void this.fail(1002, 'continuation without a message');
         this.fragmentsSize += payload.length;
-        if (!fin) return;
-        const whole = this.fragments.length === 1 ? this.fragments[0] : Buffer.concat(this.fragments, this.fragmentsSize);
-        this.fragments = [];
-        this.fragmentsSize = 0;
-        return this.on.message(whole, this.fragmentedBinary);
-      }
+        if (fin) {
+          this.fragmented = false;
+          this.fragmentsSize = 0;
+        }
+        return this.on.fragment(payload, this.fragmentedBinary, false, fin);
       default:
         this.fail(1002, `unknown opcode ${opcode}`);
     }
