@@ -8,7 +8,7 @@ import { resolveCookieSecret } from './shared/cookies.js';
 import { preflightSpawner } from './services/spawner/backends/index.js';
 import { waitForHttp } from './services/spawner/readiness.js';
 import { authenticatorProblems } from './services/auth/authenticators/index.js';
-import { ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, natsServers, readResolvedConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
+import { bindSocketPath, bindSocketProblems, ConfigError, internalHubUrl, loadConfig, NATS_TOKEN_ENV, natsServers, readResolvedConfig, RESOLVED_CONFIG_ENV, writeResolvedConfig, type HubConfig } from './shared/config.js';
 import { natsTlsStance, offMachineNatsPeers, prepareInternalTls, type NatsTlsFiles } from './shared/internal-ssl.js';
 import { busEnv, busSecret, SECRET_SHAPE_TEXT, validBusSecret } from './shared/nats-auth.js';
 import { natsServerConfig } from './shared/nats-server-config.js';
@@ -201,7 +201,7 @@ async function preflightProblems(config: HubConfig, log: Logger, warn: boolean):
   // the authenticator's section too, when this node runs the auth actor
   const authProblems = config.Supervisor.actors.includes('auth') ? await authenticatorProblems(config, log) : [];
   // the front door's certificate files (Hub.ssl_cert/ssl_key): readable, parsed, the key the certificate's
-  const tlsProblems = config.Supervisor.actors.includes('gateway') ? certificateProblems(config) : [];
+  const tlsProblems = config.Supervisor.actors.includes('gateway') ? [...certificateProblems(config), ...bindSocketProblems(config)] : [];
   return [...spawner.problems, ...authProblems, ...tlsProblems];
 }
 
@@ -226,7 +226,9 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
   killLeftovers(dataDir, log);
   if (config.Supervisor.actors.includes('gateway')) {
     // the front door, and with HTTPS its plain loopback and redirect ports (shared/tls.ts)
-    for (const [option, ip, port] of [['Hub.port', config.Hub.ip, config.Hub.port] as const, ...frontDoorPlainPorts(config)]) {
+    // (a unix socket instead of Hub.port: the gateway replaces a stale one, and refuses a file that is not a socket)
+    const publicPort = bindSocketPath(config) ? [] : [['Hub.port', config.Hub.ip, config.Hub.port] as const];
+    for (const [option, ip, port] of [...publicPort, ...frontDoorPlainPorts(config)]) {
       const held = await portInUse(ip, port);
       if (held) throw new ConfigError([`${option}: ${ip}:${port} cannot be listened on (${held === 'EADDRINUSE' ? 'in use by another process, perhaps another hub' : held})`]);
     }

@@ -244,6 +244,13 @@ function services(list: unknown, tokens: Record<string, string>, t: Tools) {
 
 const TRANSFORMS: Record<string, Transform> = {
   'JupyterHub.bind_url': (v: string, t) => {
+    // a unix socket ("http+unix://%2F…", or the older "unix+http://"): the same option here, its path as Hub.base_url
+    const unix = /^(?:http\+unix|unix\+http):\/\/[^/?#]+(\/[^?#]*)?$/.exec(v);
+    if (unix) {
+      t.set('Hub.bind_url', v);
+      if (unix[1] && unix[1] !== '/') t.set('Hub.base_url', unix[1]);
+      return;
+    }
     const url = urlOf(v);
     if (!url) return t.skip(`${JSON.stringify(v)} is not a URL`);
     const host = url.hostname.replace(/^\[|\]$/g, '');
@@ -255,6 +262,8 @@ const TRANSFORMS: Record<string, Transform> = {
     }
     if (url.protocol === 'https:') t.note('https: the gateway speaks HTTPS with Hub.ssl_cert and Hub.ssl_key (carried from JupyterHub.ssl_cert/ssl_key when the file sets them) or Hub.letsencrypt_domains; else terminate TLS in front of it');
   },
+  // an integer there (0o600); an octal string here, for the gateway's unix socket (Hub.bind_url)
+  'JupyterHub.hub_socket_mode': (v: number, t) => (Number.isInteger(v) && v >= 0 && v <= 0o777 ? t.set('Hub.hub_socket_mode', `0${v.toString(8).padStart(3, '0')}`) : t.skip(`${JSON.stringify(v)} is not a file mode`)),
   'JupyterHub.cookie_secret': (v, t) => {
     const hex = isTagged(v, 'bytes') ? String(v.hex) : typeof v === 'string' ? v : '';
     if (/^[0-9a-fA-F]{64}$/.test(hex)) t.set('Hub.cookie_secret', hex);

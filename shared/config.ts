@@ -1,10 +1,10 @@
 // The hub's configuration: one file (JSON or a TypeScript/JavaScript module exporting an object),
 // keyed `{Section: {option: value}}` as the established hub keys its options, plus `--Section.option=value`
 // overrides. Validated once at start with every problem listed; frozen; actors read the resolved copy.
-import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync, existsSync, lstatSync, renameSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { invalidNameReason } from './names.js';
@@ -111,6 +111,8 @@ export const SCHEMA = {
     ssl_key: { kind: 'string', default: '', help: 'PEM private key file of Hub.ssl_cert (unencrypted, readable by the hub only)' },
     http_redirect_port: { kind: 'integer', default: 0, help: 'with HTTPS, a plain-HTTP port (on Hub.ip) that redirects to https:// and answers ACME HTTP-01 challenges, e.g. 80 (0 = none)', min: 0, max: 65535 },
     hub_port: port(8081, 'with HTTPS on Hub.port, the plain-HTTP port on 127.0.0.1 where the hub\'s own processes and local servers reach its API (HUB_API_URL)'),
+    bind_url: { kind: 'string', default: '', help: 'as the established hub\'s JupyterHub.bind_url, for a unix socket only: "http+unix://%2Fsrv%2Fhub%2Fhub.sock" (the percent-encoded absolute path; "unix+http://" too) makes the gateway listen on that socket instead of Hub.ip:Hub.port, and the hub\'s own processes and local servers reach it on 127.0.0.1:Hub.hub_port; a path after it must be Hub.base_url; "" = Hub.ip and Hub.port', check: (v: string) => bindUrlProblems(v) },
+    hub_socket_mode: { kind: 'string', default: '0600', help: 'the file mode of Hub.bind_url\'s unix socket, in octal, e.g. "0660" to let a group (a reverse proxy\'s) connect; as the established hub\'s JupyterHub.hub_socket_mode', check: (v: string) => (/^0?[0-7]{3}$/.test(v) ? [] : [`Hub.hub_socket_mode: ${JSON.stringify(v)} is not an octal file mode such as "0600" or "0660"`]) },
     letsencrypt_email: { kind: 'string', default: '', help: 'contact address of the ACME account (automatic certificates, with Hub.letsencrypt_domains)' },
     letsencrypt_domains: { kind: 'string-list', default: [], help: 'DNS names to obtain and renew a certificate for from the ACME CA (HTTP-01 on Hub.http_redirect_port), e.g. ["hub.example.org"]', check: (names: string[]) => names.filter((n) => !DOMAIN_RE.test(n)).map((n) => `Hub.letsencrypt_domains: ${JSON.stringify(n)} is not a DNS name (no wildcards: HTTP-01 cannot prove them)`) },
     acme_directory_url: { kind: 'string', default: 'https://acme-v02.api.letsencrypt.org/directory', help: 'the ACME CA\'s directory (a CA of one\'s own: trust its root with NODE_EXTRA_CA_CERTS)', check: (v: string) => (/^https:\/\/[^/\s]+/.test(v) ? [] : [`Hub.acme_directory_url: ${JSON.stringify(v)} is not an https URL`]) },
@@ -370,6 +372,12 @@ function crossChecks(c: HubConfig): string[] {
   if (h.http_redirect_port && !tls) problems.push('Hub.http_redirect_port: only with HTTPS (Hub.ssl_cert or Hub.letsencrypt_domains)');
   if (h.http_redirect_port && h.http_redirect_port === h.port) problems.push('Hub.http_redirect_port: must differ from Hub.port');
   if (tls && (h.hub_port === h.port || h.hub_port === h.http_redirect_port)) problems.push('Hub.hub_port: must differ from Hub.port and Hub.http_redirect_port');
+  if (h.bind_url && !bindUrlProblems(h.bind_url).length) {
+    if (tls) problems.push('Hub.bind_url: a unix socket speaks plain HTTP: not with Hub.ssl_cert or Hub.letsencrypt_domains (terminate TLS in the proxy in front of the socket)');
+    if (c.Supervisor.gateways > 1) problems.push(`Hub.bind_url: a unix socket has one listener: Supervisor.gateways must be 1 (it is ${c.Supervisor.gateways})`);
+    const path = /^[a-z+]+:\/\/[^/]+(\/.*)?$/.exec(h.bind_url)?.[1] ?? '/';
+    if (normaliseBaseUrl(path) !== '/' && normaliseBaseUrl(path) !== normaliseBaseUrl(h.base_url)) problems.push(`Hub.bind_url: its path ${JSON.stringify(path)} must be Hub.base_url (${JSON.stringify(normaliseBaseUrl(h.base_url))}) or empty`);
+  }
   const serviceNames = new Set(h.services.map((svc) => (svc as { name?: unknown }).name));
   for (const client of h.oauth_clients as { client_id?: unknown }[]) {
     if (serviceNames.has(client.client_id)) problems.push(`Hub.oauth_clients ${JSON.stringify(client.client_id)}: a service has this name (they would share access:services!service=${String(client.client_id)})`);
@@ -879,6 +887,41 @@ export function writeResolvedConfig(config: HubConfig, path: string): void {
   renameSync(tmp, path);
 }
 
+const UNIX_BIND_RE = /^(?:http\+unix|unix\+http):\/\/([^/?#]+)(\/[^?#]*)?$/;
+
+/** What is wrong with a Hub.bind_url (one line each): only unix sockets, at an absolute path. */
+function bindUrlProblems(v: string): string[] {
+  if (!v) return [];
+  const m = UNIX_BIND_RE.exec(v);
+  if (!m) return [`Hub.bind_url: ${JSON.stringify(v)}: only a unix socket is accepted here, e.g. "http+unix://%2Fsrv%2Fhub%2Fhub.sock" (for an address and port use Hub.ip, Hub.port and Hub.base_url)`];
+  let path: string;
+  try {
+    path = decodeURIComponent(m[1]);
+  } catch {
+    return [`Hub.bind_url: ${JSON.stringify(v)}: the socket's path is not percent-encoded properly`];
+  }
+  if (!path.startsWith('/')) return [`Hub.bind_url: the socket's path ${JSON.stringify(path)} must be absolute (percent-encoded: %2Fsrv%2Fhub%2Fhub.sock)`];
+  // sockaddr_un.sun_path holds 107 bytes and a NUL
+  if (Buffer.byteLength(path) > 107) return [`Hub.bind_url: the socket's path ${JSON.stringify(path)} is longer than a unix socket's 107 bytes`];
+  return [];
+}
+
+/** The unix socket the gateway listens on instead of Hub.ip:Hub.port (Hub.bind_url), or null. */
+export function bindSocketPath(config: HubConfig): string | null {
+  const m = UNIX_BIND_RE.exec(config.Hub.bind_url);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+/** The socket's directory exists, and nothing but a (stale) socket is at its path: checked before start. */
+export function bindSocketProblems(config: HubConfig): string[] {
+  const path = bindSocketPath(config);
+  if (!path) return [];
+  const dir = dirname(path);
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) return [`Hub.bind_url: the socket's directory ${dir} does not exist`];
+  if (existsSync(path) && !lstatSync(path).isSocket()) return [`Hub.bind_url: ${path} exists and is not a socket (the hub replaces only a stale socket)`];
+  return [];
+}
+
 /** For actors: the config the supervisor resolved and validated. */
 export function readResolvedConfig(env: NodeJS.ProcessEnv = process.env): HubConfig {
   const path = env[RESOLVED_CONFIG_ENV];
@@ -928,6 +971,7 @@ export function oidcIssuer(config: HubConfig): string {
 export function hubInternalUrl(config: HubConfig): string {
   // with HTTPS on the public port, the hub's own processes and local servers use the plain loopback listener
   // (a certificate for the public name would not verify for 127.0.0.1)
-  if (usesTls(config)) return `http://127.0.0.1:${config.Hub.hub_port}`;
+  // the same with a unix socket as the front door (Hub.bind_url): servers and services speak TCP
+  if (usesTls(config) || bindSocketPath(config)) return `http://127.0.0.1:${config.Hub.hub_port}`;
   return `http://${listenHost(config.Hub.ip)}:${config.Hub.port}`;
 }

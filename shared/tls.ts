@@ -6,7 +6,7 @@ import { createPrivateKey, webcrypto, X509Certificate, type KeyObject } from 'no
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
-import type { HubConfig } from './config.js';
+import { bindSocketPath, type HubConfig } from './config.js';
 
 /**
  * TLS 1.2 suites of Mozilla's "intermediate" profile: ECDHE key exchange and AEAD ciphers only (TLS 1.3 has only
@@ -45,10 +45,11 @@ export function frontDoorCertificate(config: HubConfig): CertificateFiles | null
   return null;
 }
 
-/** With HTTPS, the plain listeners the gateway adds (option, address, port): the supervisor checks they are free. */
+/** With HTTPS or a unix socket, the plain listeners the gateway adds (option, address, port): the supervisor checks they are free. */
 export function frontDoorPlainPorts(config: HubConfig): (readonly [string, string, number])[] {
-  if (!frontDoorCertificate(config)) return [];
   const h = config.Hub;
+  if (bindSocketPath(config)) return [['Hub.hub_port', '127.0.0.1', h.hub_port] as const];
+  if (!frontDoorCertificate(config)) return [];
   return [['Hub.hub_port', '127.0.0.1', h.hub_port] as const, ...(h.http_redirect_port ? [['Hub.http_redirect_port', h.ip, h.http_redirect_port] as const] : [])];
 }
 

@@ -52,6 +52,7 @@ export function isAlive(pid: number): boolean {
 }
 
 export interface HubUnderTest {
+  /** the front door (with Hub.bind_url's unix socket: the loopback Hub.hub_port, the socket being the test's to reach) */
   url: string;
   /** where the hub's own processes reach it: `url`, or with HTTPS the plain loopback Hub.hub_port */
   internalUrl: string;
@@ -86,7 +87,9 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   const natsPort = reuse?.natsPort ?? await freePort();
   // HTTPS at the front door (Hub.ssl_cert, Hub.letsencrypt_domains): health is asked on the plain loopback Hub.hub_port
   const tls = Boolean(config.Hub?.ssl_cert || (config.Hub?.letsencrypt_domains as unknown[] | undefined)?.length);
-  const hubPort = tls ? (config.Hub?.hub_port as number | undefined) ?? reuse?.hubPort ?? await freePort() : undefined;
+  // a unix socket at the front door (Hub.bind_url): the same loopback Hub.hub_port answers health
+  const unixSocket = Boolean(config.Hub?.bind_url);
+  const hubPort = tls || unixSocket ? (config.Hub?.hub_port as number | undefined) ?? reuse?.hubPort ?? await freePort() : undefined;
   const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...(hubPort ? { hub_port: hubPort } : {}), ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
@@ -99,7 +102,7 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   proc.stderr!.on('data', keep);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const url = unixSocket ? `http://127.0.0.1:${hubPort}` : `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   const internalUrl = hubPort ? `http://127.0.0.1:${hubPort}` : url;
   const children = (): Record<string, number | null> => {
     const file = join(dataDir, 'run', 'processes.json');

@@ -1,4 +1,5 @@
-// The gateway's listeners. Plain HTTP on Hub.port as before; with HTTPS (Hub.ssl_cert/ssl_key, or a certificate
+// The gateway's listeners. Plain HTTP on Hub.port as before (or on Hub.bind_url's unix socket, with Hub.hub_port
+// on loopback for the hub's own processes); with HTTPS (Hub.ssl_cert/ssl_key, or a certificate
 // the ACME client keeps in the data dir) Hub.port is a uWS SSLApp, plus a plain loopback listener on Hub.hub_port
 // for the hub's own processes and local servers, and Hub.http_redirect_port redirecting to https:// (and answering
 // ACME HTTP-01 challenges). A new certificate is picked up without a restart: the files are watched (and looked at
@@ -9,11 +10,11 @@
 // default one; closing a listen socket of a reuseport group can drop a connection still in its accept queue, once
 // per certificate change.)
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFile, rmSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFile, rmSync, statSync, watch, writeFileSync, type FSWatcher } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import uWS from 'uWebSockets.js';
 import type { Logger } from 'pino';
-import { hubPublicUrl, type HubConfig } from '../../shared/config.js';
+import { bindSocketPath, hubPublicUrl, type HubConfig } from '../../shared/config.js';
 import { runDir } from '../../shared/paths.js';
 import { CertificateError, challengeDir, frontDoorCertificate, placeholderCertificate, readCertificatePair, TLS12_CIPHERS, type CertificateFiles } from '../../shared/tls.js';
 
@@ -36,6 +37,36 @@ const SETTLE_MS = 300;
 const listen = (app: uWS.TemplatedApp, ip: string, port: number, what: string) =>
   new Promise<uWS.us_listen_socket>((resolve, reject) =>
     app.listen(ip, port, (s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on ${ip}:${port} for ${what} (in use?)`)))));
+
+/**
+ * Hub.bind_url's unix socket as the front door (plain HTTP; Supervisor.gateways is 1), plus the loopback Hub.hub_port
+ * for the hub's own processes and local servers, as with HTTPS. A stale socket (a killed gateway's) is replaced; the
+ * socket is removed at stop only while it is still the one this process made.
+ */
+async function openUnixSocket(config: HubConfig, log: Logger, path: string, mount: Mount): Promise<FrontDoor> {
+  if (existsSync(path)) {
+    if (!lstatSync(path).isSocket()) throw new Error(`Hub.bind_url: ${path} exists and is not a socket`);
+    rmSync(path);
+  }
+  const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) =>
+    mount(uWS.App(), false).listen_unix((s) => (s ? resolve(s) : reject(new Error(`gateway cannot listen on the unix socket ${path} (Hub.bind_url)`))), path));
+  chmodSync(path, parseInt(config.Hub.hub_socket_mode, 8));
+  const made = statSync(path).ino;
+  log.info({ event: 'gateway.listening', socket: path, mode: config.Hub.hub_socket_mode }, `listening on the unix socket ${path}`);
+  const internal = await listen(mount(uWS.App(), false), '127.0.0.1', config.Hub.hub_port, 'the hub\'s own processes (Hub.hub_port)');
+  return {
+    scheme: 'http',
+    certificate: () => '',
+    stopIntake: () => {
+      uWS.us_listen_socket_close(socket);
+      uWS.us_listen_socket_close(internal);
+      try {
+        if (statSync(path).ino === made) rmSync(path);
+      } catch { /* already gone */ }
+    },
+    close: () => undefined,
+  };
+}
 
 /** Challenge tokens are base64url (RFC 8555 §8.1): nothing else names a file. */
 const TOKEN_RE = /^[A-Za-z0-9_-]{1,256}$/;
@@ -117,6 +148,8 @@ function sslApp(pair: Loaded, scratch: string, mount: Mount): uWS.TemplatedApp {
 export async function openFrontDoor(config: HubConfig, log: Logger, replica: string, mount: Mount): Promise<FrontDoor> {
   const { ip, port, data_dir: dataDir } = config.Hub;
   const files = frontDoorCertificate(config);
+  const socketPath = bindSocketPath(config);
+  if (socketPath) return openUnixSocket(config, log, socketPath, mount);
   if (!files) {
     const socket = await listen(mount(uWS.App(), false), ip, port, 'the front door');
     log.info({ event: 'gateway.listening', ip, port }, `listening on http://${ip}:${port}`);

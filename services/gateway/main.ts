@@ -121,7 +121,7 @@ await runActor('gateway', async (ctx) => {
   // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
   const certificates = frontDoorCertificate(config)?.automatic && isFirstGateway() ? startAcme(ctx) : null;
   return {
-    details: () => ({ uws: UWS_BUILD, listen: `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
+    details: () => ({ uws: UWS_BUILD, listen: ctx.config.Hub.bind_url || `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
       ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
     stopIntake: () => frontDoor.stopIntake(),
     drain: (ms) => drain.wait(ms, ctx.log),
