@@ -155,6 +155,7 @@ export function ensureSingleuserArchive(): string {
     'ENV PATH=/opt/jupyter/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'ENV HOME=/home/jovyan',
     'USER 1000:100', 'WORKDIR /home/jovyan', 'EXPOSE 8888', 'ENTRYPOINT ["tini", "-g", "--"]', 'CMD ["jupyterhub-singleuser"]',
   ]);
+  rmSync(rootfs, { recursive: true, force: true });
   return archive;
 }
 
@@ -248,7 +249,11 @@ async function waitUntil<T>(what: string, timeoutMs: number, probe: () => Promis
 
 // ---------- state, processes, clean-up ----------
 
-interface State { apiserverPort: number; etcdPort: number; nodeIp: string; pids: Record<string, number>; startedAt: string }
+interface State { apiserverPort: number; etcdPort: number; nodeIp: string; pids: Record<string, number>; startedAt: string; sysctls: Record<string, string>; madeRunContainerd: boolean }
+
+/** Host-wide settings the kubelet sets at start (its kernel tunables): recorded by up, put back by down. */
+const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops', 'kernel/keys/root_maxkeys', 'kernel/keys/root_maxbytes'];
+const readSysctls = () => Object.fromEntries(KUBELET_SYSCTLS.flatMap((k) => { try { return [[k, readFileSync(`/proc/sys/${k}`, 'utf8').trim()]]; } catch { return []; } }));
 function readState(p: Paths): State {
   if (!existsSync(p.state)) fail('state', `no cluster at ${p.dir} (run npm run cluster -- up)`);
   return JSON.parse(readFileSync(p.state, 'utf8'));
@@ -319,23 +324,34 @@ function mountsUnder(dir: string): string[] {
   return readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((m) => m && (m === dir || m.startsWith(dir + '/'))).reverse();
 }
 
+/** containerd 1.6 keeps its shims' sockets here whatever its state dir (and ctr its fifos). */
+const RUN_CONTAINERD = '/run/containerd';
+/** A directory tree holding no file. */
+const onlyEmptyDirs = (d: string): boolean => readdirSync(d, { withFileTypes: true }).every((e) => e.isDirectory() && onlyEmptyDirs(join(d, e.name)));
+
 /** Removes everything `up` made: processes, pods' processes, mounts (pods' volumes and network namespaces), the bridge, the directory. */
 export async function down(dir = CLUSTER_DIR): Promise<string[]> {
   const p = paths(dir);
   const done: string[] = [];
   const state: State | undefined = existsSync(p.state) ? JSON.parse(readFileSync(p.state, 'utf8')) : undefined;
-  if (state?.pids.kubelet) { await stopPid(state.pids.kubelet, 10_000); done.push('kubelet stopped'); }
+  // the sandboxes' ids, for libcni's cache entries of pods killed without a CNI DEL
+  const tasks = join(dir, 'containerd', 'state', 'io.containerd.runtime.v2.task', 'k8s.io');
+  const containerIds = existsSync(tasks) ? readdirSync(tasks) : [];
+  const t0 = Date.now();
+  if (state?.pids.kubelet) { await stopPid(state.pids.kubelet, 10_000); done.push(`kubelet stopped (${Date.now() - t0} ms)`); }
   for (let round = 0; round < 20; round++) {
     const pids = pidsIn(podCgroups());
     if (!pids.length) break;
     for (const pid of pids) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
     await new Promise((r) => setTimeout(r, 250));
   }
-  for (const name of ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd', 'containerd']) {
+  // the rest at once: with the kubelet and the pods gone, nothing depends on their order
+  await Promise.all(['kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd', 'containerd'].map(async (name) => {
     const pid = state?.pids[name];
     if (pid) { await stopPid(pid, 10_000); done.push(`${name} stopped`); }
-  }
-  for (const pid of processesNaming(dir)) await stopPid(pid, 5_000);
+  }));
+  await Promise.all(processesNaming(dir).map((pid) => stopPid(pid, 5_000)));
+  for (const [k, v] of Object.entries(state?.sysctls ?? {})) try { writeFileSync(`/proc/sys/${k}`, v); } catch (e) { done.push(`could not put back ${k}=${v}: ${(e as Error).message}`); }
   for (const c of podCgroups()) try { rmdirSync(c); } catch { /* busy or gone: reported below */ }
   const leftCgroups = podCgroups();
   for (const m of mountsUnder(dir)) spawnSync('umount', ['-l', m], { timeout: 10_000 });
@@ -343,9 +359,10 @@ export async function down(dir = CLUSTER_DIR): Promise<string[]> {
     spawnSync('ip', ['link', 'delete', BRIDGE], { timeout: 10_000 });
     done.push(`bridge ${BRIDGE} removed`);
   }
-  // libcni's cache of attachments (its default dir, files named after the network) of pods killed without a CNI DEL
+  // libcni's cache of attachments (its default dir; files named <network>-<container id>-<interface>)
   const cniCache = '/var/lib/cni/results';
-  if (existsSync(cniCache)) for (const f of readdirSync(cniCache)) if (f.startsWith('hub-cluster-')) rmSync(join(cniCache, f), { force: true });
+  if (existsSync(cniCache)) for (const f of readdirSync(cniCache)) if (containerIds.some((id) => f.includes(`-${id}-`))) rmSync(join(cniCache, f), { force: true });
+  if (state?.madeRunContainerd && existsSync(RUN_CONTAINERD) && onlyEmptyDirs(RUN_CONTAINERD)) rmSync(RUN_CONTAINERD, { recursive: true });
   const leftMounts = mountsUnder(dir);
   if (leftMounts.length) fail('down', `still mounted: ${leftMounts.join(', ')}`);
   if (existsSync(dir)) { rmSync(dir, { recursive: true, force: true }); done.push(`${dir} removed`); }
@@ -376,7 +393,7 @@ export async function up(dir = CLUSTER_DIR): Promise<{ kubeconfig: string; image
 
   mkdirSync(p.logs, { recursive: true });
   const nodeIp = nodeAddress();
-  const state: State = { apiserverPort: await freePort(), etcdPort: await freePort(), nodeIp, pids: {}, startedAt: new Date().toISOString() };
+  const state: State = { apiserverPort: await freePort(), etcdPort: await freePort(), nodeIp, pids: {}, startedAt: new Date().toISOString(), sysctls: readSysctls(), madeRunContainerd: !existsSync(RUN_CONTAINERD) };
   writeState(p, state);
   try {
     makeCertificates(p.pki, nodeIp);
@@ -402,9 +419,13 @@ export async function up(dir = CLUSTER_DIR): Promise<{ kubeconfig: string; image
       `[${cri}]`, `  sandbox_image = "${PAUSE_IMAGE}"`, '  stream_server_address = "127.0.0.1"', '  stream_server_port = "0"', '  enable_cdi = false',
       // pods' network namespaces under the state dir, so down finds them with the other mounts (not in /run/netns)
       '  netns_mounts_under_state_dir = true',
+      // this machine's root lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj (the kubelet asks -998 for sandboxes),
+      // so containerd clamps it to its own score instead of every pod failing with "can't get final child's PID"
+      '  restrict_oom_score_adj = true',
       `[${cri}.containerd]`, '  snapshotter = "overlayfs"', '  default_runtime_name = "runc"',
       `[${cri}.containerd.runtimes.runc]`, '  runtime_type = "io.containerd.runc.v2"',
-      `[${cri}.containerd.runtimes.runc.options]`, '  SystemdCgroup = false',
+      `[${cri}.containerd.runtimes.runc.options]`, '  SystemdCgroup = false', `  BinaryName = "${process.env.HUB_CLUSTER_RUNC ?? '/usr/sbin/runc'}"`, // HUB_CLUSTER_RUNC: e.g. a wrapper adding --debug
+      `  Root = "${cdir}/runc"`,
       `[${cri}.cni]`, '  bin_dir = "/usr/lib/cni"', `  conf_dir = "${dir}/cni/net.d"`, '  max_conf_num = 1', '',
     ].join('\n'));
     mkdirSync(cdir, { recursive: true });
@@ -459,7 +480,7 @@ export async function up(dir = CLUSTER_DIR): Promise<{ kubeconfig: string; image
       authorization: { mode: 'Webhook' },
       tlsCertFile: pki('kubelet.crt'), tlsPrivateKeyFile: pki('kubelet.key'),
       cgroupDriver: 'cgroupfs', failSwapOn: false, containerRuntimeEndpoint: `unix://${p.containerdSock}`,
-      resolvConf: '/etc/resolv.conf', registerNode: true, rotateCertificates: false, serverTLSBootstrap: false,
+      resolvConf: '/etc/resolv.conf', podLogsDir: join(dir, 'pod-logs'), registerNode: true, rotateCertificates: false, serverTLSBootstrap: false,
       // a shared machine: neither evict pods nor collect the locally made images (they cannot be pulled again)
       evictionHard: { 'memory.available': '100Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
       imageGCHighThresholdPercent: 100, imageGCLowThresholdPercent: 99, maxPods: 110,
@@ -493,32 +514,47 @@ export async function up(dir = CLUSTER_DIR): Promise<{ kubeconfig: string; image
 
 // ---------- check: a pod of each image reaches Running on the real kubelet ----------
 
+/** The pod's events, oldest first, as "Reason: message" lines: why a pod is not running, in the kubelet's words. */
+async function podEvents(name: string, dir = CLUSTER_DIR): Promise<string> {
+  const r = await api('GET', `/api/v1/namespaces/default/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`, undefined, dir);
+  return (r.body.items ?? []).map((e: { reason: string; message: string }) => `${e.reason}: ${e.message}`).slice(-5).join('; ');
+}
+
 export async function runPod(name: string, container: Record<string, unknown>, timeoutMs = 120_000, dir = CLUSTER_DIR): Promise<any> {
   const created = await api('POST', '/api/v1/namespaces/default/pods', {
     apiVersion: 'v1', kind: 'Pod', metadata: { name },
     spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', imagePullPolicy: 'IfNotPresent', ...container }] },
   }, dir);
   if (created.status !== 201) fail(`pod ${name}`, `create answered ${created.status}: ${created.body?.message}`);
-  return waitUntil(`pod ${name} Running`, timeoutMs, async () => {
-    const r = await api('GET', `/api/v1/namespaces/default/pods/${name}`, undefined, dir);
-    const waiting = r.body.status?.containerStatuses?.[0]?.state?.waiting;
-    if (waiting && waiting.reason !== 'ContainerCreating') fail(`pod ${name}`, `${waiting.reason}: ${waiting.message}`);
-    return r.body.status?.phase === 'Running' ? r.body : `phase ${r.body.status?.phase} ${JSON.stringify(r.body.status?.conditions ?? [])}`;
-  });
+  try {
+    return await waitUntil(`pod ${name} Running`, timeoutMs, async () => {
+      const r = await api('GET', `/api/v1/namespaces/default/pods/${name}`, undefined, dir);
+      const waiting = r.body.status?.containerStatuses?.[0]?.state?.waiting;
+      if (waiting && waiting.reason !== 'ContainerCreating') fail(`pod ${name}`, `${waiting.reason}: ${waiting.message}`);
+      return r.body.status?.phase === 'Running' ? r.body : `phase ${r.body.status?.phase}`;
+    });
+  } catch (e) {
+    throw new StepError(`${(e as Error).message}; events: ${await podEvents(name, dir).catch((x) => (x as Error).message)}`);
+  }
 }
 
+/** A pod of each made image reaches Running on the real kubelet, and JupyterLab answers from its pod's IP. */
 async function check(dir = CLUSTER_DIR): Promise<void> {
   const suffix = Date.now().toString(36);
-  const pause = await runPod(`check-pause-${suffix}`, { image: PAUSE_IMAGE }, 120_000, dir);
-  console.log(`pod ${pause.metadata.name} (${PAUSE_IMAGE}) Running on ${pause.spec.nodeName}, IP ${pause.status.podIP}`);
-  const lab = await runPod(`check-singleuser-${suffix}`, { image: SINGLEUSER_IMAGE, command: ['jupyter-lab', '--ip=0.0.0.0', '--port=8888', '--ServerApp.token=check'] }, 180_000, dir);
-  console.log(`pod ${lab.metadata.name} (${SINGLEUSER_IMAGE}) Running, IP ${lab.status.podIP}`);
-  const answer = await waitUntil('JupyterLab answering in its pod', 120_000, async () => {
-    const r = await fetch(`http://${lab.status.podIP}:8888/api/status?token=check`, { signal: AbortSignal.timeout(3_000) });
-    return r.status === 200 ? await r.text() : `HTTP ${r.status}`;
-  });
-  console.log(`GET http://${lab.status.podIP}:8888/api/status → ${answer}`);
-  for (const pod of [pause, lab]) await api('DELETE', `/api/v1/namespaces/default/pods/${pod.metadata.name}`, undefined, dir);
+  const names = [`check-pause-${suffix}`, `check-singleuser-${suffix}`];
+  try {
+    const pause = await runPod(names[0], { image: PAUSE_IMAGE }, 120_000, dir);
+    console.log(`pod ${pause.metadata.name} (${PAUSE_IMAGE}) Running on ${pause.spec.nodeName}, IP ${pause.status.podIP}`);
+    const lab = await runPod(names[1], { image: SINGLEUSER_IMAGE, command: ['jupyter-lab', '--ip=0.0.0.0', '--port=8888', '--ServerApp.token=check'] }, 180_000, dir);
+    console.log(`pod ${lab.metadata.name} (${SINGLEUSER_IMAGE}) Running, IP ${lab.status.podIP}`);
+    const answer = await waitUntil('JupyterLab answering in its pod', 120_000, async () => {
+      const r = await fetch(`http://${lab.status.podIP}:8888/api/status?token=check`, { signal: AbortSignal.timeout(3_000) });
+      return r.status === 200 ? { text: await r.text() } : `HTTP ${r.status}`;
+    });
+    console.log(`GET http://${lab.status.podIP}:8888/api/status → ${answer.text}`);
+  } finally {
+    for (const name of names) await api('DELETE', `/api/v1/namespaces/default/pods/${name}`, undefined, dir).catch(() => undefined);
+  }
 }
 
 async function main(): Promise<void> {
