@@ -121,7 +121,10 @@ export function createNodes({ config, nc, registry, audit, log, rpcTimeoutMs }: 
     }
     const best = candidates.reduce((b, n) => (fullest ? Math.max(b, count(n)) : Math.min(b, count(n))), fullest ? -Infinity : Infinity);
     const tied = candidates.filter((n) => count(n) === best);
-    return tied[turn++ % tied.length];
+    // ties rotate, starting from this node: a lone start stays where it was asked (the node whose gateway took
+    // it), and a burst still spreads (each start it places counts at once)
+    const from = Math.max(0, tied.indexOf(self));
+    return tied[(from + turn++) % tied.length];
   }
 
   /** The rpc table of this node's spawner itself (its own NATS subjects serve this; other nodes forward to it). */
