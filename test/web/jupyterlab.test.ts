@@ -93,6 +93,11 @@ test.serial('jupyterlab: the same session under Hub.base_url /jupyter/: login, s
   await labSession(t, '/jupyter/', 'j');
 });
 
+// The culler's idle timeout: the busy server is used every 0.5 s, and its activity reaches the hub within
+// Hub.activity_resolution (1 s) plus a NATS hop; 10 s leaves it busy beyond doubt on a loaded machine (at 5 s one
+// run under load 7 saw it culled: a request of the loop took seconds)
+const CULL_TIMEOUT_S = 10;
+
 test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only the scopes its README lists, stops an idle server and leaves a busy one', async (t) => {
   const idle = accounts.name('i');
   const busy = accounts.name('b');
@@ -104,7 +109,7 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
       Hub: {
         spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1,
         api_tokens: { [admin]: 'boss' },
-        services: [{ name: 'idle-culler', command: [CULLER, '--timeout=5', '--cull-every=2'] }],
+        services: [{ name: 'idle-culler', command: [CULLER, `--timeout=${CULL_TIMEOUT_S}`, '--cull-every=2'] }],
         load_roles: [{ name: 'idle-culler', scopes: ['list:users', 'read:users:activity', 'read:servers', 'delete:servers'], services: ['idle-culler'] }],
       },
       Authenticator: { admin_users: ['boss'] },
@@ -135,11 +140,11 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
       while (using) {
         const r = await fetch(`${hub.url}/user/${busy}/api/contents`, { headers: { authorization: `token ${admin}` }, signal: AbortSignal.timeout(10_000) }).catch((e: Error) => e);
         if (r instanceof Error || r.status !== 200) throw new Error(`using ${busy}'s server: ${r instanceof Error ? r.message : r.status}`);
-        await sleep(1000);
+        await sleep(500);
       }
     })();
     use.catch(() => undefined);
-    // nobody uses the idle one: within timeout (5 s) + cull-every (2 s) + the hub's activity resolution, the culler stops it
+    // nobody uses the idle one: within timeout + cull-every (2 s) + the hub's activity resolution, the culler stops it
     const t0 = Date.now();
     await waitFor('the culler to stop the idle server', async () => ((await server(idle)) ? undefined : true), 30_000, 250)
       .catch((e) => { throw new Error(`${(e as Error).message}\n${logsOf(hub)}`); });
