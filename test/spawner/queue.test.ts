@@ -120,7 +120,11 @@ test('queue: kill -9 of the spawner with starts waiting in the queue: after its 
     await waitFor('every queued start to be ready', async () => {
       const ready = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
       return ready.every(Boolean) ? true : undefined;
-    }, 40_000, 250);
+    }, 40_000, 250).catch(async (e) => {
+      // what each start heard, and the hub's last lines: enough to find why one never became ready
+      const heard = await Promise.all(users.map(async (u) => `${u}: ${JSON.stringify((await serverRecord(hub.natsUrl, u))?.progress.map((p) => p.message))}`));
+      throw new Error(`${(e as Error).message}\n${heard.join('\n')}\n--- hub log (end) ---\n${hub.logs().slice(-6000)}`);
+    });
     // `ready` shows as soon as the record says running; the "ready" line follows once every gateway confirmed the route
     await waitFor('the ready lines', async () => {
       const last = await Promise.all(['r1', 'r2'].map(async (u) => (await serverRecord(hub.natsUrl, u))?.progress.at(-1)?.ready));
