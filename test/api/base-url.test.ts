@@ -227,7 +227,7 @@ test.serial('base_url: a spawned server lives at /jupyter/user/<name>/ and its O
   // the user-redirect link of JupyterLab's "copy shareable link"
   const shared = await b.get('/jupyter/hub/user-redirect/lab/tree/a.ipynb');
   t.is(shared.status, 302);
-  t.is(shared.location, '/jupyter/user/alice/lab/tree/a.ipynb');
+  t.is(shared.location, `/jupyter/hub/spawn/alice?next=${encodeURIComponent('/jupyter/user/alice/lab/tree/a.ipynb')}`);
 });
 
 test.serial('base_url: a server\'s environment is what the established hub 6.1 gives under base_url; its auth library agrees', async (t) => {

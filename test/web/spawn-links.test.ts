@@ -227,16 +227,18 @@ test('spawn links: a stopping server is a readable answer, never a 500', async (
 
 test('spawn links: /hub/user-redirect/<path> goes to the path on one\'s own server, the query kept', async (t) => {
   const b = await loggedIn(plain, 'dee');
+  // by way of the spawn link with next, as the established hub's (a server not running is started first)
+  const viaSpawn = (path: string) => `/hub/spawn/dee?next=${encodeURIComponent(path)}`;
   const r = await rawGet(b, plain, '/hub/user-redirect/tree/x?y=1');
   t.is(r.status, 302);
-  t.is(r.location, '/user/dee/tree/x?y=1');
+  t.is(r.location, viaSpawn('/user/dee/tree/x?y=1'));
   t.is(r.headers['cache-control'], 'no-store');
   for (const [path, to] of [
     ['/hub/user-redirect/', '/user/dee/'], ['/hub/user-redirect', '/user/dee/'],
     ['/hub/user-redirect/lab/tree/a%20b%3F.ipynb', '/user/dee/lab/tree/a%20b%3F.ipynb'], ['/hub/user-redirect/tree/dir/', '/user/dee/tree/dir/'],
   ]) {
     const got = await rawGet(b, plain, path);
-    t.is(got.location, to, path);
+    t.is(got.location, viaSpawn(to), path);
   }
   for (const path of [
     '/hub/user-redirect//evil.com', '/hub/user-redirect//evil.com/x', '/hub/user-redirect/%2F%2Fevil.com', '/hub/user-redirect/../bob/',
@@ -263,8 +265,11 @@ test('spawn links: not logged in, the login page comes first and then the server
   const logged = await formLogin(b, plain.url, 'eve', 'pw', '/hub/user-redirect/tree/x?y=1');
   t.is(pathOf(logged.location), '/hub/user-redirect/tree/x?y=1');
   const redirected = await b.get(logged.location!);
-  t.is(pathOf(redirected.location), '/user/eve/tree/x?y=1');
-  const server = await b.get(redirected.location!);
+  t.is(pathOf(redirected.location), `/hub/spawn/eve?next=${encodeURIComponent('/user/eve/tree/x?y=1')}`);
+  // her server runs: the spawn link goes on to the path
+  const spawned = await b.get(redirected.location!);
+  t.is(pathOf(spawned.location), '/user/eve/tree/x?y=1');
+  const server = await b.get(spawned.location!);
   t.is(server.status, 200);
   t.regex(server.body, /fixture for eve/);
 

@@ -2,7 +2,7 @@
 // the pending page that follows a start over the progress stream, and /hub/user/<name>/ where the proxy
 // sends a browser whose server is not running. Starts and stops are form POSTs with the session's XSRF, and
 // GET /hub/spawn links (established hub 6): they start at once when there is nothing to choose or the link
-// chose (`opt-<key>=<value>`). /hub/user-redirect/<path> sends each person to <path> on their own server.
+// chose (`opt-<key>=<value>`). /hub/user-redirect/<path> sends each person to <path> on their own server (started first if need be).
 import { restartWaitMs, within } from '../../../shared/grpc.js';
 import { errors, HubError } from '../../../shared/errors.js';
 import { hasScope } from '../../../shared/scopes.js';
@@ -366,7 +366,8 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
       },
     },
     {
-      // /hub/user-redirect/<path>: <path> (segments as given, the query kept) on the person's own server
+      // /hub/user-redirect/<path>: <path> (segments as given, the query kept) on the person's own server, by way of
+      // /hub/spawn/<name>?next=<it> as the established hub's: a server that is not running is started first
       method: 'GET', pattern: /^\/hub\/user-redirect(?:\/.*)?$/,
       async handle(info, reply) {
         const id = await requireLogin(info, reply);
@@ -374,7 +375,7 @@ ${defFailure ? `<p class="error" data-outcome>${defFailure}</p>` : ''}${actions(
         // the raw path: its segments stay percent-encoded as the link gave them
         const target = userRedirectTarget(id.owner.name, info.path.slice(USER_REDIRECT.length), info.query);
         if (!target) throw errors.badRequest('This link does not name a path on your server.');
-        redirectNoStore(reply, atServer(target));
+        redirectNoStore(reply, hubServerPath('spawn', id.owner.name, '') + nextQuery(target));
       },
     },
   ];
