@@ -1,0 +1,111 @@
+// The real one-node Kubernetes cluster of `npm run cluster` (scripts/cluster.ts), shared by the Kubernetes tests:
+// a cluster that is up and healthy is reused as it is (several test files, and anyone trying the backend, use the
+// same one); when none is, one is brought up (the binaries and images come from ~/.cache/hub-cluster, which
+// `node scripts/setup.mjs --for-tests` fills, so this takes ~20 s); an unhealthy one is taken down first. Nothing
+// here stands in for a cluster: if it cannot come up, `ensureCluster` throws the step and the reason.
+//
+// Who takes it down: a cluster the tests brought up is marked (MADE_BY_TESTS in its directory) and stays up
+// between test files; `.ci/run` calls `node --import=tsx test/spawner/kube-cluster.ts release` after the suite,
+// which takes it down only when the tests made it (a cluster someone brought up by hand is left as it was).
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { api, CLUSTER_DIR, down, NODE_NAME, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
+import { sleep } from '../harness.js';
+
+export interface KubeCluster {
+  /** an admin kubeconfig (KUBECONFIG for the hub's spawner) */
+  kubeconfig: string;
+  /** the single-user image with the established hub's jupyterhub-singleuser 6.1.1 and JupyterLab, in containerd already */
+  image: string;
+  /** the node's address: pods reach this machine (and a hub listening on it) there */
+  nodeIp: string;
+  /** the API as the cluster's admin: status and parsed body */
+  api: typeof api;
+}
+
+const STATE = join(CLUSTER_DIR, 'state.json');
+const MARK = join(CLUSTER_DIR, 'MADE_BY_TESTS');
+const LOCK = `${CLUSTER_DIR}.lock`;
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Why the cluster at CLUSTER_DIR cannot be used as it is, or null when it is up and healthy. */
+async function unhealthy(): Promise<string | null> {
+  const state = JSON.parse(readFileSync(STATE, 'utf8')) as { pids: Record<string, number> };
+  const dead = Object.entries(state.pids).filter(([, pid]) => !alive(pid)).map(([name]) => name);
+  if (dead.length) return `${dead.join(', ')} not running`;
+  const ready = await api('GET', '/readyz', undefined, CLUSTER_DIR, 5_000).catch((e: Error) => ({ status: 0, body: e.message }));
+  if (ready.status !== 200) return `the API server is not ready (${ready.status} ${String(ready.body).slice(0, 200)})`;
+  const node = await api('GET', `/api/v1/nodes/${NODE_NAME}`, undefined, CLUSTER_DIR, 5_000);
+  const cond = node.body?.status?.conditions?.find((c: { type: string }) => c.type === 'Ready');
+  return cond?.status === 'True' ? null : `node ${NODE_NAME} not Ready (${cond?.message ?? node.status})`;
+}
+
+/** One process at a time brings a cluster up or down (test files start together): a directory as the lock, bounded wait. */
+async function locked<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 10 * 60_000;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      mkdirSync(LOCK);
+      writeFileSync(join(LOCK, 'pid'), String(process.pid));
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const holder = Number(existsSync(join(LOCK, 'pid')) ? readFileSync(join(LOCK, 'pid'), 'utf8') : 0);
+      if (holder && !alive(holder)) rmSync(LOCK, { recursive: true, force: true }); // its holder died
+      else if (Date.now() > deadline || attempt > 3000) throw new Error(`the cluster lock ${LOCK} is held by process ${holder || '?'} for more than 10 min`);
+      else await sleep(200);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
+let ensured: Promise<KubeCluster> | null = null;
+
+/** The cluster, up and healthy (reused, or brought up now); throws why it cannot be. */
+export function ensureCluster(): Promise<KubeCluster> {
+  ensured ??= locked(async () => {
+    if (existsSync(STATE)) {
+      const why = await unhealthy();
+      if (why) {
+        process.stderr.write(`kube-cluster: the cluster at ${CLUSTER_DIR} is unhealthy (${why}): taking it down and bringing up another\n`);
+        await down();
+      }
+    }
+    if (!existsSync(STATE)) {
+      await up();
+      writeFileSync(MARK, `${new Date().toISOString()}\n`);
+    }
+    const state = JSON.parse(readFileSync(STATE, 'utf8')) as { nodeIp: string };
+    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, api };
+  });
+  ensured.catch(() => { ensured = null; });
+  return ensured;
+}
+
+/** Takes the cluster down if the tests brought it up (`.ci/run` after the suite); one made by hand stays. */
+export async function release(): Promise<string> {
+  if (!existsSync(STATE)) return 'no cluster';
+  if (!existsSync(MARK)) return `the cluster at ${CLUSTER_DIR} was not brought up by the tests: left up`;
+  return locked(async () => (await down()).join('; '));
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  if (process.argv[2] === 'release') process.stderr.write(`kube-cluster release: ${await release()}\n`);
+  else if (process.argv[2] === 'ensure') process.stdout.write(`KUBECONFIG=${(await ensureCluster()).kubeconfig}\n`);
+  else {
+    process.stderr.write('usage: node --import=tsx test/spawner/kube-cluster.ts ensure | release\n');
+    process.exitCode = 2;
+  }
+}
