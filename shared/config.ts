@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
+import { parseByteSize } from './bytes.js';
 import { invalidNameReason } from './names.js';
 import { finishPendingImport } from './import-journal.js';
 import { ACTORS as ALL_ACTORS, importedConfigPath } from './paths.js';
@@ -534,14 +535,8 @@ function checkOAuthClients(clients: unknown[]): string[] {
   return problems;
 }
 
-/** "512M", "2G", "1.5G", "1024K", "100" (bytes, 1024-based suffixes as the established hub reads them); null when not a size. */
-export function parseByteSize(v: string | number): number | null {
-  if (typeof v === 'number') return Number.isSafeInteger(v) && v >= 0 ? v : null;
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$/i.exec(v);
-  if (!m) return null;
-  const bytes = Number(m[1]) * 1024 ** ' KMGT'.indexOf((m[2] || ' ').toUpperCase());
-  return Number.isFinite(bytes) ? Math.floor(bytes) : null;
-}
+/** Sizes in bytes: see shared/bytes.ts (kept importable from here). */
+export { parseByteSize };
 
 const PROFILE_KEYS = new Set(['name', 'display_name', 'description', 'default', 'overrides']);
 
