@@ -219,6 +219,26 @@ function installJupyterLabForTests() {
   writeFileSync(stamp, want);
 }
 
+/**
+ * The Kubernetes backend's tests run on the real one-node cluster of `npm run cluster` (test/spawner/kube-cluster.ts
+ * brings it up when none is): Debian's containerd, runc, the CNI plugins and debootstrap (for the single-user image),
+ * Go for the control plane and kubelet. The binaries and images are built here, once per version, into
+ * ~/.cache/hub-cluster (a cold build is ~17 min on 2 cores; afterwards this step takes seconds), so no test waits for it.
+ */
+function installKubernetesClusterForTests() {
+  if (!process.argv.includes('--for-tests')) return;
+  const needed = [['/usr/bin/containerd', 'containerd'], ['/usr/sbin/runc', 'runc'], ['/usr/lib/cni/bridge', 'containernetworking-plugins'], ['/usr/sbin/debootstrap', 'debootstrap']]
+    .filter(([file]) => !existsSync(file)).map(([, pkg]) => pkg);
+  if (needed.length) {
+    if (!canApt()) fail(`the Kubernetes tests need ${needed.join(', ')}: run \`sudo apt-get install -y ${needed.join(' ')}\``);
+    console.error(`hub setup: installing ${needed.join(' ')} for the Kubernetes tests (apt-get)`);
+    if (!aptInstall(needed)) fail(`\`apt-get install -y ${needed.join(' ')}\` failed: install them by hand`);
+  }
+  if (spawnSync('go', ['version'], { stdio: 'ignore' }).error) fail('the Kubernetes tests build the cluster with Go (1.24 or later): install Go and put `go` on PATH');
+  const r = spawnSync(process.execPath, ['--import=tsx', join(root, 'scripts', 'cluster.ts'), 'build'], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8', timeout: 3 * 3600_000 });
+  if (r.status !== 0) fail(`building the Kubernetes cluster's binaries and images failed: ${String(r.stderr ?? r.error?.message ?? '').trim().split('\n').slice(-3).join(' ')} (run \`npm run cluster -- build\` to see it all)`);
+}
+
 function newestMtime(dir) {
   let newest = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -281,6 +301,7 @@ installChromium();
 installJupyterForTests();
 installJupyterLabForTests();
 installPodmanForTests();
+installKubernetesClusterForTests();
 installSlurmForTests();
 installSlapdForTests();
 installPebbleForTests();
