@@ -87,6 +87,11 @@ export interface Started {
 export interface Adopted {
   /** as in Started: prompt notice of the end, when the backend can give it */
   exited?: Promise<ExitStatus>;
+  /**
+   * For a server adopted before its target was known (a pod not yet running): its target as the start would have
+   * had it. Without it, such a server's target is what it reports (`StartRequest.reported`).
+   */
+  target?: Promise<string>;
 }
 
 export interface SpawnerBackend {

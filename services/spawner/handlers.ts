@@ -782,13 +782,13 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         .sort((a, b) => a.started.localeCompare(b.started));
       const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
       for (const r of unstarted) await resumeStart(r);
-      const resume = async (r: ServerRecord) => {
+      const resume = async (r: ServerRecord, known?: Promise<string>) => {
         const abort = new AbortController();
         localOf(r).abort = abort; // a stop meanwhile ends the wait
         try {
           if (!r.target) {
             // adopted before it reported where it listens (a batch job still queued, or starting): wait for that as the start would have
-            r.target = await awaitTarget(reportedTarget(r, abort.signal), abort.signal);
+            r.target = await awaitTarget(known ?? reportedTarget(r, abort.signal), abort.signal);
             await registry.save(r);
           }
           await waitForHttp(`${r.target}${r.url}`, {
@@ -845,7 +845,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
           continue;
         }
         // a start still on its way may wait up to Spawner.start_timeout: the others are not held up by it
-        if (r.state === 'spawn' && !r.target) void resume(r);
+        if (r.state === 'spawn' && !r.target) void resume(r, adopted.target);
         else await resume(r);
       }
       // then what a backend holds that no server names any more (containers left by a crash)
