@@ -16,7 +16,7 @@ import { validateScopes } from './scopes.js';
 import { pushAll } from './lists.js';
 import { invalidBaseUrlReason, normaliseBaseUrl, underPrefix } from './urls.js';
 
-type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes';
+type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'object' | 'string-map' | 'string-list' | 'list' | 'bytes' | 'json';
 
 export interface OptionSpec {
   kind: Kind;
@@ -87,7 +87,7 @@ export const SCHEMA = {
     cache_max_bytes: { kind: 'integer', default: 33554432, help: 'bytes each gateway\'s caches may hold together (token resolutions and user models 40 % each, login sessions and their scopes 10 % each), estimated per entry; the oldest entries go first', min: 1048576 },
     cache_max_age: seconds(300, 'longest time a gateway keeps a token resolution or model without an event refreshing it'),
     activity_resolution: seconds(30, 'how often recorded activity is written, at most'),
-    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root), "docker" (each in a container, DockerSpawner) or "slurm" (each as a SLURM batch job, SlurmSpawner)', choices: ['simple', 'localprocess', 'docker', 'slurm'] },
+    spawner_class: { kind: 'string', default: 'simple', help: 'how single-user servers run: "simple" (as the hub\'s own account), "localprocess" (each as its user\'s system account; needs root), "docker" (each in a container, DockerSpawner), "slurm" (each as a SLURM batch job, SlurmSpawner) or "kubernetes" (each in a pod, KubeSpawner)', choices: ['simple', 'localprocess', 'docker', 'slurm', 'kubernetes'] },
     env_prefix_aliases: { kind: 'string-list', default: [], help: 'each HUB_* variable given to servers and hub-managed services is also set under these prefixes (e.g. ["JUPYTERHUB_"])', check: (list: string[]) => list.filter((p) => !/^[A-Z][A-Z0-9_]*_$/.test(p)).map((p) => `Hub.env_prefix_aliases: ${JSON.stringify(p)} is not an environment variable prefix (capitals, digits and "_", ending with "_")`) },
     allow_named_servers: { kind: 'boolean', default: false, help: 'whether users may run named servers besides their default one' },
     named_server_limit_per_user: { kind: 'integer', default: 0, help: 'named servers a user may have (0 = no limit)', min: 0 },
@@ -192,6 +192,71 @@ export const SCHEMA = {
     poll_interval: { kind: 'number', default: 5, help: 'how often the jobs are looked at (one squeue for all of them); a job that ends shows as a stopped server within it', min: 0.1 },
     hub_api_url: { kind: 'string', default: '', help: 'the hub\'s API as the compute nodes reach it, e.g. http://hub.cluster:8000/hub/api ("" = the hub\'s own address, right when jobs run on this machine)', check: (v: string) => (v === '' || /^https?:\/\/[^\s/]+(\/[^\s]*)?\/hub\/api$/.test(v) ? [] : [`SlurmSpawner.hub_api_url: ${JSON.stringify(v)} must be an http(s) URL ending in /hub/api`]) },
     server_ip: { kind: 'string', default: '0.0.0.0', help: 'the address servers listen on, on their node (the hub must reach them there)', check: (v: string) => (isIP(v) ? [] : [`SlurmSpawner.server_ip: ${JSON.stringify(v)} is not an IP address`]) },
+  },
+  // KubeSpawner's options (services/spawner/backends/kubernetes-objects.ts makes the pod from them, and checks them all
+  // at once: kubeSpawnerOptionProblems in the backend's preflight); "json" options take the several shapes KubeSpawner's do
+  KubeSpawner: {
+    image: { kind: 'string', default: '', help: 'the image servers run in (required with spawner_class "kubernetes"; a profile may choose another)' },
+    image_pull_policy: { kind: 'string', default: '', help: 'the container\'s imagePullPolicy: "IfNotPresent", "Always" or "Never" ("" = the cluster\'s default for the tag)', choices: ['', 'IfNotPresent', 'Always', 'Never'] },
+    image_pull_secrets: { kind: 'json', default: null, help: 'names of Secrets holding registry credentials: a name or a list of names (or of {"name": ...})' },
+    cmd: { kind: 'json', default: null, help: 'the command run in the image: a list of strings, or one string; null = Spawner.cmd (+ args); [] = the image\'s own' },
+    environment: { kind: 'object', default: {}, help: 'more environment variables: name → value (with {username}, {servername}... expanded) or an EnvVar object ({"valueFrom": ...})' },
+    working_dir: { kind: 'string', default: '', help: 'the container\'s working directory ("" = Spawner.notebook_dir when absolute, else the image\'s)' },
+    port: port(8888, 'the port the server listens on in its pod (the hub reaches the pod\'s IP on it)'),
+    namespace: { kind: 'string', default: '', help: 'the namespace of the servers\' pods ("" = the hub\'s own pod\'s namespace when in the cluster, else the kubeconfig context\'s, else "default")' },
+    enable_user_namespaces: { kind: 'boolean', default: false, help: 'each user\'s pods in a namespace of their own (KubeSpawner.user_namespace_template), made at their first start; the hub then watches pods in all namespaces' },
+    user_namespace_template: { kind: 'string', default: '{hubnamespace}-{username}', help: 'the per-user namespace\'s name; {hubnamespace}, {username} expand (KubeSpawner\'s safe slugs)' },
+    pod_name_template: { kind: 'string', default: 'jupyter-{user_server}', help: 'pod names (and their Secrets\'); {username}, {servername}, {user_server}, {unescaped_username}... expand as KubeSpawner 7 slugs them' },
+    pvc_name_template: { kind: 'string', default: 'claim-{user_server}', help: 'the claim\'s name (KubeSpawner\'s scheme, so claims KubeSpawner made are found again)' },
+    storage_pvc_ensure: { kind: 'boolean', default: false, help: 'make the claim (KubeSpawner.pvc_name_template) at the first start; it stays when the server stops or is removed' },
+    storage_class: { kind: 'json', default: null, help: 'the claim\'s storageClassName (null = the cluster\'s default class; "" = none)' },
+    storage_capacity: { kind: 'string', default: '', help: 'the size the claim asks for, e.g. "10Gi"' },
+    storage_access_modes: { kind: 'string-list', default: ['ReadWriteOnce'], help: 'the claim\'s access modes' },
+    storage_selector: { kind: 'object', default: {}, help: 'the claim\'s selector (a LabelSelector)' },
+    storage_extra_labels: { kind: 'string-map', default: {}, help: 'more labels of the claim' },
+    storage_extra_annotations: { kind: 'string-map', default: {}, help: 'more annotations of the claim' },
+    volumes: { kind: 'json', default: [], help: 'the pod\'s volumes: a list of Kubernetes Volume objects (or a dict of them, taken in key order), templates expanded' },
+    volume_mounts: { kind: 'json', default: [], help: 'the server container\'s volumeMounts, as volumes' },
+    cpu_limit: { kind: 'json', default: null, help: 'cores the container may use (its resources.limits.cpu; null = Spawner.cpu_limit)' },
+    cpu_guarantee: { kind: 'json', default: null, help: 'cores reserved for it (resources.requests.cpu)' },
+    mem_limit: { kind: 'json', default: null, help: 'bytes it may use, e.g. "2G" (resources.limits.memory; null = Spawner.mem_limit)' },
+    mem_guarantee: { kind: 'json', default: null, help: 'bytes reserved for it (resources.requests.memory)' },
+    extra_resource_limits: { kind: 'object', default: {}, help: 'more resource limits, e.g. {"nvidia.com/gpu": "1"} (extended resources such as GPUs)' },
+    extra_resource_guarantees: { kind: 'object', default: {}, help: 'more resource requests' },
+    node_selector: { kind: 'string-map', default: {}, help: 'labels a node must have to run the pod' },
+    tolerations: { kind: 'json', default: [], help: 'the pod\'s tolerations (Kubernetes Toleration objects)' },
+    node_affinity_required: { kind: 'json', default: [], help: 'NodeSelectorTerms the node must match' },
+    node_affinity_preferred: { kind: 'json', default: [], help: 'PreferredSchedulingTerms' },
+    pod_affinity_required: { kind: 'json', default: [], help: 'PodAffinityTerms' },
+    pod_affinity_preferred: { kind: 'json', default: [], help: 'WeightedPodAffinityTerms' },
+    pod_anti_affinity_required: { kind: 'json', default: [], help: 'PodAffinityTerms the pod must avoid' },
+    pod_anti_affinity_preferred: { kind: 'json', default: [], help: 'WeightedPodAffinityTerms to avoid' },
+    service_account: { kind: 'string', default: '', help: 'the pod\'s service account ("" = the namespace\'s default, its token not mounted unless automount_service_account_token)' },
+    automount_service_account_token: { kind: 'json', default: null, help: 'mount the service account\'s token in the pod (null = only when service_account is set)' },
+    uid: { kind: 'json', default: null, help: 'the user id the container runs as (null = the image\'s)' },
+    gid: { kind: 'json', default: null, help: 'its group id (null = the image\'s)' },
+    fs_gid: { kind: 'json', default: null, help: 'the group owning mounted volumes (the pod\'s fsGroup)' },
+    supplemental_gids: { kind: 'json', default: null, help: 'more groups of the container\'s processes' },
+    privileged: { kind: 'boolean', default: false, help: 'run the container privileged' },
+    allow_privilege_escalation: { kind: 'json', default: false, help: 'the container\'s allowPrivilegeEscalation (null = the cluster\'s default)' },
+    container_security_context: { kind: 'object', default: {}, help: 'more of the container\'s securityContext' },
+    pod_security_context: { kind: 'object', default: {}, help: 'more of the pod\'s securityContext' },
+    extra_labels: { kind: 'string-map', default: {}, help: 'more labels of the pod (templates expanded)' },
+    extra_annotations: { kind: 'string-map', default: {}, help: 'more annotations of the pod (templates expanded)' },
+    extra_pod_config: { kind: 'object', default: {}, help: 'more fields of the pod\'s spec, merged over the hub\'s' },
+    extra_container_config: { kind: 'object', default: {}, help: 'more fields of the server container, merged over the hub\'s' },
+    init_containers: { kind: 'json', default: [], help: 'containers run before the server\'s' },
+    extra_containers: { kind: 'json', default: [], help: 'containers run beside the server\'s' },
+    lifecycle_hooks: { kind: 'object', default: {}, help: 'the server container\'s lifecycle (postStart, preStop)' },
+    priority_class_name: { kind: 'string', default: '', help: 'the pod\'s priorityClassName' },
+    scheduler_name: { kind: 'string', default: '', help: 'the scheduler that places the pod ("" = the cluster\'s default)' },
+    delete_grace_period: { kind: 'integer', default: 1, help: 'seconds a stopped server\'s containers have to end before they are killed (the pod deletion\'s grace period)', min: 0 },
+    hub_connect_url: { kind: 'string', default: '', help: 'where servers in pods reach the hub, e.g. http://hub.jhub.svc:8081 or the node address of a hub outside the cluster ("" = the hub\'s own address, which pods reach only if it is not loopback)', check: (v: string) => (v && !/^https?:\/\/[^/]+\/?$/.test(v) ? [`KubeSpawner.hub_connect_url: expected http(s)://host:port, got ${JSON.stringify(v)}`] : []) },
+    k8s_api_host: { kind: 'string', default: '', help: 'the API server\'s URL, instead of the service account\'s or the kubeconfig\'s (same credentials)' },
+    k8s_api_ssl_ca_cert: { kind: 'string', default: '', help: 'a PEM file of the CA that signs the API server\'s certificate, instead of the credentials\' own' },
+    k8s_api_verify_ssl: { kind: 'boolean', default: true, help: 'verify the API server\'s certificate' },
+    k8s_api_request_timeout: seconds(3, 'how long one API request may take before it is tried again'),
+    k8s_api_request_retry_timeout: seconds(30, 'how long an API call is tried again (after a timeout, a refused connection or a 5xx) before it fails'),
   },
   Proxy: {
     connect_timeout: seconds(5, 'how long the gateway waits for a proxied target to accept a connection (and a WebSocket handshake)'),
@@ -688,6 +753,7 @@ type ValueOf<S extends OptionSpec> = S['kind'] extends 'string' ? string
   : S['kind'] extends 'string-list' ? string[]
   : S['kind'] extends 'list' ? unknown[]
   : S['kind'] extends 'bytes' ? string | number
+  : S['kind'] extends 'json' ? unknown
   : Record<string, unknown>;
 
 export type HubConfig = {
@@ -710,7 +776,7 @@ function describe(spec: OptionSpec): string {
   const noun: Record<Kind, string> = {
     string: 'a string', integer: 'an integer', number: 'a number', boolean: 'a boolean', object: 'an object',
     'string-map': 'an object of strings', 'string-list': 'a list of strings', list: 'a list',
-    bytes: 'a size in bytes (a number, or a string such as "512M" or "2G")',
+    bytes: 'a size in bytes (a number, or a string such as "512M" or "2G")', json: 'a JSON value',
   };
   return noun[spec.kind] + range;
 }
@@ -727,6 +793,7 @@ function fits(spec: OptionSpec, v: unknown): boolean {
     case 'string-list': ok = Array.isArray(v) && v.every((x) => typeof x === 'string'); break;
     case 'list': ok = Array.isArray(v); break;
     case 'bytes': ok = v === '' || ((typeof v === 'string' || typeof v === 'number') && parseByteSize(v) !== null); break;
+    case 'json': ok = true; break; // options taking several shapes, as KubeSpawner's do: their check says what is wrong
   }
   if (!ok) return false;
   if (spec.choices && !spec.choices.includes(v as string)) return false;

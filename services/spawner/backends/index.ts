@@ -5,6 +5,7 @@ import type { HubConfig } from '../../../shared/config.js';
 import type { Logger } from '../../../shared/log.js';
 import type { BackendContext, Preflight, SpawnerBackend } from '../backend.js';
 import * as docker from './docker.js';
+import * as kubernetes from './kubernetes.js';
 import * as localprocess from './localprocess.js';
 import * as simple from './simple.js';
 import * as slurm from './slurm.js';
@@ -22,6 +23,7 @@ export const BACKENDS: Record<HubConfig['Hub']['spawner_class'], BackendModule> 
   localprocess: { section: 'LocalProcessSpawner', preflight: localprocess.preflight, create: localprocess.createLocalProcessBackend },
   docker: { section: 'DockerSpawner', preflight: docker.preflight, create: docker.createDockerBackend },
   slurm: { section: 'SlurmSpawner', preflight: slurm.preflight, create: slurm.createSlurmBackend },
+  kubernetes: { section: 'KubeSpawner', preflight: kubernetes.preflight, create: kubernetes.createKubernetesBackend },
 };
 
 /** Tells this hub's resources (cgroups, accounts' processes) from another hub's on the same machine. */
