@@ -5,7 +5,7 @@
 import test from 'ava';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { V1Container, V1EnvVar, V1Pod } from '@kubernetes/client-node';
-import { escapeSlug, isValidLabelValue, kubeObjects, kubeSpawnerOptionProblems, multiSlug, safeSlug, type KubeObjectsInput } from '../../services/spawner/backends/kubernetes-objects.js';
+import { escapeSlug, isValidLabelValue, kubeObjects, kubeSpawnerOptionProblems, legacyPvcName, multiSlug, safeSlug, type KubeObjectsInput } from '../../services/spawner/backends/kubernetes-objects.js';
 import { ensureCluster } from './kube-cluster.js';
 
 const input = (options: Record<string, unknown>, over: Partial<KubeObjectsInput> = {}): KubeObjectsInput => ({
@@ -104,6 +104,40 @@ async function coreApi(): Promise<CoreV1Api> {
 
 const dryRun = { dryRun: 'All', fieldValidation: 'Strict' } as const;
 
+/**
+ * Where `sent` differs from what the API server made of it, or null: every field sent is in the answer with its value
+ * (the server may add fields and list items after ours), so no field was dropped on the way (the client's serializer
+ * drops fields it does not know) or read otherwise than meant.
+ */
+function notKept(sent: unknown, got: unknown, path = ''): string | null {
+  if (Array.isArray(sent)) {
+    if (!Array.isArray(got) || got.length < sent.length) return `${path}: sent ${JSON.stringify(sent)}, got ${JSON.stringify(got)}`;
+    for (let i = 0; i < sent.length; i++) {
+      const why = notKept(sent[i], got[i], `${path}[${i}]`);
+      if (why) return why;
+    }
+    return null;
+  }
+  if (typeof sent === 'object' && sent !== null) {
+    if (typeof got !== 'object' || got === null) return `${path}: sent an object, got ${JSON.stringify(got)}`;
+    for (const [k, v] of Object.entries(sent)) {
+      const why = notKept(v, (got as Record<string, unknown>)[k], `${path}.${k}`);
+      if (why) return why;
+    }
+    return null;
+  }
+  // Kubernetes leaves out false, 0 and "" of plain (not pointer) fields: the same value
+  return sent === got || (got === undefined && (sent === false || sent === 0 || sent === '')) ? null : `${path}: sent ${JSON.stringify(sent)}, got ${JSON.stringify(got)}`;
+}
+
+/** The API server's own JSON of a dry-run create (not the client's model of it). */
+async function dryRunCreate(path: string, body: unknown): Promise<Record<string, any>> {
+  const cluster = await ensureCluster();
+  const answer = await cluster.api('POST', `${path}?dryRun=All&fieldValidation=Strict`, body);
+  if (answer.status !== 201) throw new Error(`POST ${path}: ${answer.status} ${JSON.stringify(answer.body).slice(0, 600)}`);
+  return answer.body as Record<string, any>;
+}
+
 test('cluster: the basic pod and its Secret pass a dry run on the API server', async (t) => {
   const core = await coreApi();
   const o = kubeObjects(input({}, { limits: { memBytes: 512 * 2 ** 20, cpu: 0.5 } }));
@@ -112,4 +146,186 @@ test('cluster: the basic pod and its Secret pass a dry run on the API server', a
   t.deepEqual(pod.spec?.containers[0].resources?.limits, { cpu: '500m', memory: String(512 * 2 ** 20) });
   const secret = await core.createNamespacedSecret({ namespace: o.namespace, body: o.secret, ...dryRun });
   t.is(Buffer.from(secret.data!.HUB_API_TOKEN, 'base64').toString(), 'tok-secret');
+});
+
+// ---- every option KubeSpawner has for the pod, and the same manifests through the API server ----
+
+/** One server's options touching every part of the pod: the shape a deployment of KubeSpawner's has. */
+const FULL: Record<string, unknown> = {
+  image_pull_policy: 'IfNotPresent', image_pull_secrets: ['regcred', { name: 'other-cred' }],
+  cmd: ['jupyterhub-singleuser', '--debug'],
+  environment: { GREETING: 'hello {unescaped_username}', FROM_FIELD: { valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }, USES: '$(GREETING)!' },
+  working_dir: '/home/{username}',
+  storage_pvc_ensure: true, storage_capacity: '1Gi', storage_class: 'standard', storage_access_modes: ['ReadWriteOnce'],
+  storage_extra_labels: { 'example.org/owner': '{username}' }, storage_selector: { matchLabels: { user: '{username}' } },
+  volumes: { '02-scratch': { name: 'scratch', emptyDir: {} }, '01-home': { name: 'home', persistentVolumeClaim: { claimName: '{pvc_name}' } } },
+  volume_mounts: [{ name: 'home', mountPath: '/home/{username}' }, { name: 'scratch', mount_path: '/scratch' }],
+  cpu_guarantee: 0.25, cpu_limit: 2, mem_guarantee: '256M', mem_limit: '1G',
+  extra_resource_limits: { 'nvidia.com/gpu': '1' }, extra_resource_guarantees: { 'nvidia.com/gpu': 1 },
+  node_selector: { 'kubernetes.io/os': 'linux' },
+  tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }, { key: 'hub.jupyter.org/dedicated', operator: 'Equal', value: 'user', effect: 'NoSchedule' }],
+  node_affinity_required: [{ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }] }],
+  node_affinity_preferred: [{ weight: 10, preference: { matchExpressions: [{ key: 'hub.jupyter.org/node-purpose', operator: 'In', values: ['user'] }] } }],
+  pod_affinity_preferred: [{ weight: 5, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { component: 'singleuser-server' } } } }],
+  pod_anti_affinity_required: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { 'hub.jupyter.org/username': 'nobody' } } }],
+  uid: 1000, gid: 100, fs_gid: 100, supplemental_gids: [100, 2000], allow_privilege_escalation: false,
+  container_security_context: { capabilities: { drop: ['ALL'] }, runAsNonRoot: true },
+  pod_security_context: { seccompProfile: { type: 'RuntimeDefault' } },
+  extra_labels: { 'example.org/user': '{username}' }, extra_annotations: { 'example.org/who': '{unescaped_username}' },
+  extra_pod_config: { dnsPolicy: 'ClusterFirst', terminationGracePeriodSeconds: 5, enable_service_links: false },
+  extra_container_config: { stdin: false, terminationMessagePolicy: 'FallbackToLogsOnError' },
+  init_containers: [{ name: 'prepare', image: 'localhost/singleuser:1', command: ['sh', '-c', 'echo {username}'] }],
+  extra_containers: [{ name: 'sidecar', image: 'localhost/singleuser:1', command: ['sleep', 'infinity'] }],
+  lifecycle_hooks: { postStart: { exec: { command: ['sh', '-c', 'true'] } }, preStop: { exec: { command: ['sh', '-c', 'true'] } } },
+  priority_class_name: '', scheduler_name: 'default-scheduler',
+};
+
+test('objects: every pod option lands where KubeSpawner puts it', (t) => {
+  const o = kubeObjects(input(FULL, { username: 'Ann.Lee@example.org' }));
+  const spec = o.pod.spec!;
+  const c = notebook(o.pod);
+  // the name is not valid as it is: its safe letters and a hash of it (the vectors above pin the scheme)
+  const slug = safeSlug('Ann.Lee@example.org');
+  t.regex(slug, /^ann-lee-example-org---[0-9a-f]{8}$/);
+  t.is(o.pod.metadata!.name, `jupyter-${slug}`);
+  t.is(c.imagePullPolicy, 'IfNotPresent');
+  t.deepEqual(spec.imagePullSecrets, [{ name: 'regcred' }, { name: 'other-cred' }]);
+  t.deepEqual(c.args, ['jupyterhub-singleuser', '--debug']);
+  t.is(c.workingDir, `/home/${slug}`);
+  t.is(envOf(o.pod, 'GREETING')?.value, 'hello Ann.Lee@example.org');
+  t.deepEqual(envOf(o.pod, 'FROM_FIELD'), { name: 'FROM_FIELD', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+  const names = c.env!.map((e) => e.name);
+  t.true(names.indexOf('GREETING') < names.indexOf('USES'), 'a variable comes after the one it refers to');
+  // volumes: an object's values in key order, {pvc_name} expanded; snake_case fields of a mount read as camelCase
+  t.deepEqual(spec.volumes, [{ name: 'home', persistentVolumeClaim: { claimName: `claim-${slug}` } }, { name: 'scratch', emptyDir: {} }]);
+  t.deepEqual(c.volumeMounts, [{ name: 'home', mountPath: `/home/${slug}` }, { name: 'scratch', mountPath: '/scratch' }]);
+  t.deepEqual(c.resources, {
+    requests: { cpu: '250m', memory: String(256 * 2 ** 20), 'nvidia.com/gpu': '1' },
+    limits: { cpu: '2', memory: String(2 ** 30), 'nvidia.com/gpu': '1' },
+  });
+  t.deepEqual(spec.nodeSelector, { 'kubernetes.io/os': 'linux' });
+  t.is(spec.tolerations!.length, 2);
+  t.deepEqual(spec.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution, { nodeSelectorTerms: FULL.node_affinity_required as never });
+  t.is(spec.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution![0].weight, 10);
+  t.is(spec.affinity!.podAffinity!.preferredDuringSchedulingIgnoredDuringExecution![0].podAffinityTerm.topologyKey, 'kubernetes.io/hostname');
+  t.is(spec.affinity!.podAntiAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.length, 1);
+  t.deepEqual(c.securityContext, { runAsUser: 1000, runAsGroup: 100, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true });
+  t.deepEqual(spec.securityContext, { fsGroup: 100, supplementalGroups: [100, 2000], seccompProfile: { type: 'RuntimeDefault' } });
+  t.is(spec.automountServiceAccountToken, false);
+  t.is(o.pod.metadata!.labels!['example.org/user'], slug);
+  t.is(o.pod.metadata!.labels!['hub.jupyter.org/username'], safeSlug('Ann.Lee@example.org', isValidLabelValue));
+  t.is(o.pod.metadata!.annotations!['hub.jupyter.org/username'], 'Ann.Lee@example.org');
+  t.is(o.pod.metadata!.annotations!['example.org/who'], 'Ann.Lee@example.org');
+  t.is(spec.dnsPolicy, 'ClusterFirst');
+  t.is(spec.enableServiceLinks, false);
+  t.is(c.terminationMessagePolicy, 'FallbackToLogsOnError');
+  t.deepEqual(spec.initContainers![0].command, ['sh', '-c', `echo ${slug}`]);
+  t.deepEqual(spec.containers.map((x) => x.name), ['notebook', 'sidecar']);
+  t.deepEqual(c.lifecycle!.preStop, { exec: { command: ['sh', '-c', 'true'] } });
+  t.is(spec.schedulerName, 'default-scheduler');
+  t.is(spec.priorityClassName, undefined);
+  // the claim
+  t.is(o.pvc!.metadata!.name, `claim-${slug}`);
+  t.is(o.pvc!.spec!.storageClassName, 'standard');
+  t.deepEqual(o.pvc!.spec!.resources, { requests: { storage: '1Gi' } });
+  t.deepEqual(o.pvc!.spec!.selector, { matchLabels: { user: slug } });
+  t.like(o.pvc!.metadata!.labels, { component: 'singleuser-storage', 'example.org/owner': slug, 'hub.jupyter.org/hub-id': 'hub0123456' });
+});
+
+test('objects: a service account gets its token mounted unless told otherwise', (t) => {
+  t.is(kubeObjects(input({ service_account: 'notebooks' })).pod.spec!.serviceAccountName, 'notebooks');
+  t.is(kubeObjects(input({ service_account: 'notebooks' })).pod.spec!.automountServiceAccountToken, undefined);
+  t.is(kubeObjects(input({ service_account: 'notebooks', automount_service_account_token: false })).pod.spec!.automountServiceAccountToken, false);
+  t.is(kubeObjects(input({ automount_service_account_token: true })).pod.spec!.automountServiceAccountToken, true);
+});
+
+test('objects: per-user namespaces: the namespace object, and every object in it', (t) => {
+  const o = kubeObjects(input({ enable_user_namespaces: true, namespace: 'jhub', storage_pvc_ensure: true, storage_capacity: '1Gi', user_namespace_labels: { 'example.org/user': '{username}' } }, { username: 'Bob' }));
+  t.regex(o.namespace, /^jhub-bob---[0-9a-f]{8}$/);
+  t.is(o.namespaceObject!.metadata!.name, o.namespace);
+  // a label value may have capitals, an object name may not
+  t.like(o.namespaceObject!.metadata!.labels, { 'hub.jupyter.org/username': 'Bob', 'example.org/user': o.namespace.slice('jhub-'.length) });
+  for (const x of [o.pod, o.secret, o.pvc!]) t.is(x.metadata!.namespace, o.namespace);
+  // the hub in "default": user namespaces start with "user-"
+  t.is(kubeObjects(input({ enable_user_namespaces: true }, { username: 'bob' })).namespace, 'user-bob');
+});
+
+test('objects: more bad options, each named', (t) => {
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ tolerations: 'all' }, /^KubeSpawner\.tolerations: expected a list/],
+    [{ tolerations: ['x'] }, /^KubeSpawner\.tolerations\[0\]: expected an object/],
+    [{ volumes: [{ emptyDir: {} }] }, /^KubeSpawner\.volumes\[0\]\.name: required/],
+    [{ volume_mounts: [{ name: 'home', mountPath: 'relative' }] }, /^KubeSpawner\.volume_mounts\[0\]\.mountPath/],
+    [{ node_affinity_preferred: [{ preference: {} }] }, /^KubeSpawner\.node_affinity_preferred\[0\]\.weight/],
+    [{ pod_anti_affinity_required: [{ labelSelector: {} }] }, /^KubeSpawner\.pod_anti_affinity_required\[0\]\.topologyKey/],
+    [{ uid: -1 }, /^KubeSpawner\.uid:/],
+    [{ supplemental_gids: ['staff'] }, /^KubeSpawner\.supplemental_gids:/],
+    [{ container_security_context: { run_as_user: 0 } }, /^KubeSpawner\.container_security_context: keys are Kubernetes' camelCase/],
+    [{ init_containers: [{ image: 'x' }] }, /^KubeSpawner\.init_containers\[0\]\.name/],
+    [{ extra_containers: [{ name: 'notebook', image: 'x' }] }, /^KubeSpawner\.extra_containers\[0\]\.name: "notebook"/],
+    [{ image_pull_policy: 'Sometimes' }, /^KubeSpawner\.image_pull_policy:/],
+    [{ image_pull_secrets: [{}] }, /^KubeSpawner\.image_pull_secrets\[0\]/],
+    [{ extra_labels: { 'bad key!': 'x' } }, /^KubeSpawner\.extra_labels: "bad key!"/],
+    [{ extra_labels: { ok: '{unescaped_username} has spaces' } }, /^KubeSpawner\.extra_labels\["ok"\]/],
+    [{ storage_pvc_ensure: true }, /^KubeSpawner\.storage_capacity is not set/],
+    [{ storage_pvc_ensure: true, storage_capacity: 'big' }, /^KubeSpawner\.storage_capacity: expected a quantity/],
+    [{ storage_pvc_ensure: true, storage_capacity: '1Gi', storage_access_modes: ['Everyone'] }, /^KubeSpawner\.storage_access_modes/],
+    [{ enable_user_namespaces: true, user_namespace_template: '{unescaped_username}' }, /^KubeSpawner\.user_namespace_template gives/],
+    [{ slug_scheme: 'fancy' }, /^KubeSpawner\.slug_scheme/],
+    [{ environment: { N: 3 } }, /^KubeSpawner\.environment\["N"\]: expected a string or an EnvVar/],
+    [{ cmd: [1] }, /^KubeSpawner\.cmd:/],
+    [{ pod_name_template: 'x-{username' }, /^KubeSpawner\.pod_name_template: a "\{" without its "\}"/],
+  ];
+  for (const [options, want] of bad) t.throws(() => kubeObjects(input(options, { username: 'Ann Lee' })), { message: want }, JSON.stringify(options));
+});
+
+test('slugs: the legacy (KubeSpawner 6) claim name, for claims made before 7', (t) => {
+  const i = input({}, { username: 'ann@example.org', servername: 'gpu' });
+  t.is(legacyPvcName(i), 'claim-ann-40example-2eorg--gpu');
+  t.is(kubeObjects({ ...i, options: { ...i.options, storage_pvc_ensure: true, storage_capacity: '1Gi' }, pvcName: legacyPvcName(i) }).pvc!.metadata!.name, 'claim-ann-40example-2eorg--gpu');
+  t.is(kubeObjects(input({ slug_scheme: 'escape' }, { username: 'ann@example.org' })).pod.metadata!.name, 'jupyter-ann-40example-2eorg');
+});
+
+test('cluster: every option of a full deployment, a GPU as an extended resource, the claim: dry runs pass', async (t) => {
+  const core = await coreApi();
+  const o = kubeObjects(input(FULL, { username: 'Ann.Lee@example.org', servername: 'GPU box!' }));
+  const pod = await core.createNamespacedPod({ namespace: o.namespace, body: o.pod, ...dryRun });
+  t.deepEqual(pod.spec?.containers[0].resources?.limits?.['nvidia.com/gpu'], '1');
+  // (the API server adds its default tolerations after ours)
+  t.deepEqual(pod.spec?.tolerations?.slice(0, 2).map((x) => x.key), ['nvidia.com/gpu', 'hub.jupyter.org/dedicated']);
+  t.truthy(pod.spec?.affinity?.podAntiAffinity);
+  t.is(pod.spec?.securityContext?.fsGroup, 100);
+  t.deepEqual(pod.spec?.containers[0].securityContext?.capabilities?.drop, ['ALL']);
+  const pvc = await core.createNamespacedPersistentVolumeClaim({ namespace: o.namespace, body: o.pvc!, ...dryRun });
+  t.is(pvc.metadata?.name, o.pvc!.metadata!.name);
+  await core.createNamespacedSecret({ namespace: o.namespace, body: o.secret, ...dryRun });
+  // as the API server reads the JSON itself, with strict field validation: nothing unknown, nothing read otherwise
+  t.is(notKept(o.pod, await dryRunCreate(`/api/v1/namespaces/${o.namespace}/pods`, o.pod)), null);
+  t.is(notKept(o.pvc, await dryRunCreate(`/api/v1/namespaces/${o.namespace}/persistentvolumeclaims`, o.pvc)), null);
+  // and through the client (what the backend sends): the same pod, no field lost by its serializer
+  t.is(notKept(o.pod, JSON.parse(JSON.stringify(pod))), null);
+});
+
+test('cluster: names with special characters make objects the API server takes', async (t) => {
+  const core = await coreApi();
+  for (const [username, servername] of [['ÜSER@Example.org', ''], ['a'.repeat(60), 'b'.repeat(60)], ['9lives', 'x--y'], ['user-has', 'dash'], ['_', '-']]) {
+    const o = kubeObjects(input({ storage_pvc_ensure: true, storage_capacity: '1Gi' }, { username, servername }));
+    await core.createNamespacedPod({ namespace: o.namespace, body: o.pod, ...dryRun });
+    await core.createNamespacedPersistentVolumeClaim({ namespace: o.namespace, body: o.pvc!, ...dryRun });
+    t.pass(`${username}/${servername}: ${o.pod.metadata!.name}, ${o.pvc!.metadata!.name}`);
+  }
+});
+
+test('cluster: a per-user namespace and the objects in it', async (t) => {
+  const core = await coreApi();
+  const o = kubeObjects(input({ enable_user_namespaces: true, namespace: `kobj-${process.pid}`, storage_pvc_ensure: true, storage_capacity: '1Gi' }, { username: 'Carol' }));
+  await core.createNamespace({ body: o.namespaceObject!, ...dryRun });
+  // objects in a namespace need it to exist: made for real, then removed
+  await core.createNamespace({ body: o.namespaceObject! });
+  t.teardown(() => core.deleteNamespace({ name: o.namespace }).then(() => undefined, () => undefined));
+  await core.createNamespacedPod({ namespace: o.namespace, body: o.pod, ...dryRun });
+  await core.createNamespacedPersistentVolumeClaim({ namespace: o.namespace, body: o.pvc!, ...dryRun });
+  await core.createNamespacedSecret({ namespace: o.namespace, body: o.secret, ...dryRun });
+  const made = await core.readNamespace({ name: o.namespace });
+  t.is(made.metadata?.labels?.['hub.jupyter.org/username'], safeSlug('Carol', isValidLabelValue));
 });

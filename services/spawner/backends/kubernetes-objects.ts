@@ -33,6 +33,11 @@ export interface KubeObjectsInput {
   notebookDir: string;
   /** the `KubeSpawner` section of this start */
   options: Record<string, unknown>;
+  /**
+   * The claim this server used before (kept in its state, or the legacy name `legacyPvcName` gives when only that
+   * one exists): used instead of `pvc_name_template`'s, as KubeSpawner keeps a PVC once found.
+   */
+  pvcName?: string;
 }
 
 export interface KubeObjects {
@@ -302,6 +307,74 @@ function objectName(option: string, value: string, kind: 'dns-label' | 'dns-subd
   return value;
 }
 
+/** A security context as Kubernetes names its fields (KubeSpawner refuses snake_case here: the Python client is behind). */
+function securityContext(o: Record<string, unknown>, key: string): Record<string, unknown> {
+  const sc = obj(o, key);
+  const snake = Object.keys(sc).find((k) => k.includes('_'));
+  if (snake) throw new Error(`${name(key)}: keys are Kubernetes' camelCase names, got ${JSON.stringify(snake)}`);
+  return sc;
+}
+
+/** init_containers, extra_containers: containers with a name and an image each (templates expanded). */
+function containers(o: Record<string, unknown>, key: string, fields: Fields): V1Container[] {
+  const list = objectList(name(key), expandAll(listOrSortedDict(name(key), opt(o, key)), fields, name(key)));
+  list.forEach((c, i) => {
+    if (typeof c.name !== 'string' || !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(c.name)) throw new Error(`${name(key)}[${i}].name: required, a DNS label (lowercase letters, digits, "-"), got ${show(c.name)}`);
+    if (c.name === 'notebook') throw new Error(`${name(key)}[${i}].name: "notebook" is the server's own container`);
+    if (typeof c.image !== 'string' || !c.image) throw new Error(`${name(key)}[${i}].image: required`);
+  });
+  return list as unknown as V1Container[];
+}
+
+/** image_pull_secrets: names, or {"name": ...} objects (KubeSpawner takes both; a lone string is one name). */
+function imagePullSecrets(o: Record<string, unknown>): { name: string }[] {
+  const v = opt(o, 'image_pull_secrets');
+  if (v === undefined || v === null) return [];
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list)) throw new Error(`${name('image_pull_secrets')}: expected a list of secret names, got ${show(v)}`);
+  return list.map((s, i) => {
+    const n = typeof s === 'string' ? s : isObject(s) && typeof s.name === 'string' ? s.name : null;
+    if (!n || !DNS_SUBDOMAIN.test(n)) throw new Error(`${name('image_pull_secrets')}[${i}]: expected a Secret's name (or {"name": ...}), got ${show(s)}`);
+    return { name: n };
+  });
+}
+
+/** The pod's affinity from KubeSpawner's six lists (each a list, or an object sorted by key); null when all are empty. */
+function affinityOf(o: Record<string, unknown>): V1PodSpec['affinity'] | null {
+  const list = (key: string) => objectList(name(key), opt(o, key));
+  const weighted = (key: string) => {
+    const terms = list(key);
+    terms.forEach((term, i) => {
+      if (!Number.isInteger(term.weight) || (term.weight as number) < 1 || (term.weight as number) > 100) {
+        throw new Error(`${name(key)}[${i}].weight: required, a whole number from 1 to 100 (a preferred term is {"weight": ..., ${key.startsWith('node') ? '"preference"' : '"podAffinityTerm"'}: {...}})`);
+      }
+    });
+    return terms;
+  };
+  const podTerms = (key: string) => {
+    const terms = list(key);
+    terms.forEach((term, i) => {
+      if (typeof term.topologyKey !== 'string' || !term.topologyKey) throw new Error(`${name(key)}[${i}].topologyKey: required (e.g. "kubernetes.io/hostname")`);
+    });
+    return terms;
+  };
+  const nodeRequired = list('node_affinity_required');
+  const nodePreferred = weighted('node_affinity_preferred');
+  const podRequired = podTerms('pod_affinity_required');
+  const podPreferred = weighted('pod_affinity_preferred');
+  const antiRequired = podTerms('pod_anti_affinity_required');
+  const antiPreferred = weighted('pod_anti_affinity_preferred');
+  const either = (required: unknown[], preferred: unknown[], requiredAs: (r: unknown[]) => unknown) => (required.length || preferred.length ? {
+    ...(preferred.length ? { preferredDuringSchedulingIgnoredDuringExecution: preferred } : {}),
+    ...(required.length ? { requiredDuringSchedulingIgnoredDuringExecution: requiredAs(required) } : {}),
+  } : null);
+  const node = either(nodeRequired, nodePreferred, (r) => ({ nodeSelectorTerms: r }));
+  const pod = either(podRequired, podPreferred, (r) => r);
+  const anti = either(antiRequired, antiPreferred, (r) => r);
+  if (!node && !pod && !anti) return null;
+  return { ...(node ? { nodeAffinity: node } : {}), ...(pod ? { podAffinity: pod } : {}), ...(anti ? { podAntiAffinity: anti } : {}) } as V1PodSpec['affinity'];
+}
+
 // ---- the objects ----
 
 /** The hub's variables whose values are no secret (also under Hub.env_prefix_aliases' prefixes); the rest goes in the Secret. */
@@ -342,15 +415,23 @@ function orderedEnv(entries: EnvEntry[]): V1EnvVar[] {
   }
 }
 
-export function kubeObjects(input: KubeObjectsInput): KubeObjects {
-  const o = input.options;
-  const { username, servername } = input;
+interface ServerNames {
+  fields: Fields;
+  userNamespaces: boolean;
+  namespace: string;
+  podName: string;
+  pvcName: string;
+}
 
-  // names, in KubeSpawner's order: each template may use the names made before it
+/** The server's names, in KubeSpawner's order: each template may use the names made before it. */
+function serverNames(input: KubeObjectsInput): ServerNames {
+  const o = input.options;
   const baseNamespace = str(o, 'namespace', '') || 'default';
   objectName(name('namespace'), baseNamespace, 'dns-label');
+  const scheme = str(o, 'slug_scheme', 'safe');
+  if (scheme !== 'safe' && scheme !== 'escape') throw new Error(`${name('slug_scheme')}: expected "safe" or "escape", got ${show(scheme)}`);
   const fields: Fields = {
-    ...templateFields(username, servername, baseNamespace, 'safe'),
+    ...templateFields(input.username, input.servername, baseNamespace, scheme),
     pod_name: 'pod_name_unavailable!', pvc_name: 'pvc_name_unavailable!', namespace: baseNamespace,
   };
   const userNamespaces = bool(o, 'enable_user_namespaces', false)!;
@@ -360,8 +441,17 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
   fields.namespace = namespace;
   const podName = objectName(name('pod_name_template'), expandTemplate(str(o, 'pod_name_template', 'jupyter-{user_server}'), fields, name('pod_name_template')), 'dns-subdomain');
   fields.pod_name = podName;
-  const pvcName = objectName(name('pvc_name_template'), expandTemplate(str(o, 'pvc_name_template', 'claim-{user_server}'), fields, name('pvc_name_template')), 'dns-subdomain');
+  const pvcName = input.pvcName
+    ? objectName('the claim of an earlier start', input.pvcName, 'dns-subdomain')
+    : objectName(name('pvc_name_template'), expandTemplate(str(o, 'pvc_name_template', 'claim-{user_server}'), fields, name('pvc_name_template')), 'dns-subdomain');
   fields.pvc_name = pvcName;
+  return { fields, userNamespaces, namespace, podName, pvcName };
+}
+
+export function kubeObjects(input: KubeObjectsInput): KubeObjects {
+  const o = input.options;
+  const { username, servername } = input;
+  const { fields, userNamespaces, namespace, podName, pvcName } = serverNames(input);
 
   // KubeSpawner's labels (the username label as a safe label value), ours (which hub), then the operator's
   const commonLabels = (extra: Record<string, string>): Record<string, string> => ({
@@ -435,18 +525,89 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
   if (memLimit) resources.limits!.memory = String(memLimit);
   Object.assign(resources.limits!, resourceMap(o, 'extra_resource_limits'));
 
+  // security: KubeSpawner's own options first, its *_security_context (camelCase, as Kubernetes names them) over them
+  const uid = intOrNull(o, 'uid');
+  const gid = intOrNull(o, 'gid');
+  const fsGid = intOrNull(o, 'fs_gid');
+  const supplementalGids = opt(o, 'supplemental_gids') ?? [];
+  if (!Array.isArray(supplementalGids) || !supplementalGids.every((g) => Number.isSafeInteger(g) && g >= 0)) {
+    throw new Error(`${name('supplemental_gids')}: expected a list of group ids, got ${show(supplementalGids)}`);
+  }
+  const privileged = bool(o, 'privileged', false);
+  const allowPrivilegeEscalation = bool(o, 'allow_privilege_escalation', false);
+  const podSecurity: Record<string, unknown> = {
+    ...(fsGid !== null ? { fsGroup: fsGid } : {}),
+    ...(supplementalGids.length ? { supplementalGroups: supplementalGids } : {}),
+    ...securityContext(o, 'pod_security_context'),
+  };
+  const containerSecurity: Record<string, unknown> = {
+    ...(uid !== null ? { runAsUser: uid } : {}),
+    ...(gid !== null ? { runAsGroup: gid } : {}),
+    ...(privileged ? { privileged: true } : {}),
+    ...(allowPrivilegeEscalation !== null ? { allowPrivilegeEscalation } : {}),
+    ...securityContext(o, 'container_security_context'),
+  };
+
   const workingDir = optionalStr(o, 'working_dir');
-  const container: V1Container = {
+  const pullPolicy = optionalStr(o, 'image_pull_policy');
+  if (pullPolicy !== null && !['Always', 'IfNotPresent', 'Never'].includes(pullPolicy)) {
+    throw new Error(`${name('image_pull_policy')}: expected "Always", "IfNotPresent" or "Never" (or null for Kubernetes' default), got ${show(pullPolicy)}`);
+  }
+  const lifecycle = obj(o, 'lifecycle_hooks');
+  const volumes = objectList(name('volumes'), expandAll(listOrSortedDict(name('volumes'), opt(o, 'volumes')), fields, name('volumes')));
+  volumes.forEach((v, i) => {
+    if (typeof v.name !== 'string' || !v.name) throw new Error(`${name('volumes')}[${i}].name: required (the name volume_mounts use)`);
+  });
+  const volumeMounts = objectList(name('volume_mounts'), expandAll(listOrSortedDict(name('volume_mounts'), opt(o, 'volume_mounts')), fields, name('volume_mounts')));
+  volumeMounts.forEach((m, i) => {
+    if (typeof m.name !== 'string' || !m.name) throw new Error(`${name('volume_mounts')}[${i}].name: required (a volume of KubeSpawner.volumes)`);
+    if (typeof m.mountPath !== 'string' || !m.mountPath.startsWith('/')) throw new Error(`${name('volume_mounts')}[${i}].mountPath: required, an absolute path`);
+  });
+  let container: V1Container = {
     name: 'notebook',
     image,
     ...(args.length ? { args } : {}),
     ...(workingDir ? { workingDir: expandTemplate(workingDir, fields, name('working_dir')) } : input.notebookDir.startsWith('/') ? { workingDir: input.notebookDir } : {}),
     ports: [{ name: 'notebook-port', containerPort: input.port }],
     env: orderedEnv([...env.values()]),
+    ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
+    ...(Object.keys(lifecycle).length ? { lifecycle: camelTop(lifecycle) } : {}),
     resources,
+    volumeMounts: volumeMounts as unknown as V1Container['volumeMounts'],
+    ...(Object.keys(containerSecurity).length ? { securityContext: containerSecurity } : {}),
   };
+  // KubeSpawner.extra_container_config: fields of the server's container, each replacing the field made above
+  container = { ...container, ...camelTop(obj(o, 'extra_container_config')) } as V1Container;
 
-  const spec: V1PodSpec = { restartPolicy: 'OnFailure', containers: [container], volumes: [] };
+  const serviceAccount = optionalStr(o, 'service_account');
+  const automount = bool(o, 'automount_service_account_token', null);
+  const spec: V1PodSpec = {
+    restartPolicy: 'OnFailure',
+    containers: [container, ...containers(o, 'extra_containers', fields)],
+    volumes: volumes as unknown as V1PodSpec['volumes'],
+  };
+  const initContainers = containers(o, 'init_containers', fields);
+  if (initContainers.length) spec.initContainers = initContainers;
+  const pullSecrets = imagePullSecrets(o);
+  if (pullSecrets.length) spec.imagePullSecrets = pullSecrets;
+  const nodeSelector = stringMap(o, 'node_selector');
+  if (Object.keys(nodeSelector).length) spec.nodeSelector = nodeSelector;
+  if (Object.keys(podSecurity).length) spec.securityContext = podSecurity;
+  if (serviceAccount !== null) spec.serviceAccountName = expandTemplate(serviceAccount, fields, name('service_account'));
+  // without a service account of its own a server gets no token for the Kubernetes API (KubeSpawner's rule)
+  if (automount !== null) spec.automountServiceAccountToken = automount;
+  else if (serviceAccount === null) spec.automountServiceAccountToken = false;
+  const tolerations = objectList(name('tolerations'), opt(o, 'tolerations'));
+  if (tolerations.length) spec.tolerations = tolerations;
+  const affinity = affinityOf(o);
+  if (affinity) spec.affinity = affinity;
+  const priorityClass = optionalStr(o, 'priority_class_name');
+  if (priorityClass) spec.priorityClassName = priorityClass;
+  const scheduler = optionalStr(o, 'scheduler_name');
+  if (scheduler) spec.schedulerName = scheduler;
+  // KubeSpawner.extra_pod_config: fields of the pod's spec (templates expanded), each replacing the field made above
+  Object.assign(spec, camelTop(expandAll(obj(o, 'extra_pod_config'), fields, name('extra_pod_config')) as Record<string, unknown>));
+
   const pod: V1Pod = {
     apiVersion: 'v1', kind: 'Pod',
     metadata: { name: podName, namespace, labels: podLabels, annotations },
@@ -459,7 +620,14 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
   };
 
   const namespaceObject: V1Namespace | null = userNamespaces
-    ? { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { ...commonLabels({}) } } }
+    ? {
+      apiVersion: 'v1', kind: 'Namespace',
+      metadata: {
+        name: namespace,
+        labels: { ...commonLabels({}), ...labelMap(name('user_namespace_labels'), expandedMap('user_namespace_labels')) },
+        annotations: annotationMap(name('user_namespace_annotations'), expandedMap('user_namespace_annotations')),
+      },
+    }
     : null;
 
   // KubeSpawner.storage_pvc_ensure: the claim a start makes when missing (its volume and mount are the operator's)
@@ -498,6 +666,19 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
 }
 
 /**
+ * The claim's name KubeSpawner before 7 made with `pvc_name_template` (its "escape" scheme): where a server that ran
+ * under it keeps its files. KubeSpawner 7 uses it when the safe-scheme claim does not exist and this one does.
+ */
+export function legacyPvcName(input: KubeObjectsInput): string {
+  const { namespace, podName } = serverNames({ ...input, pvcName: undefined });
+  const o = input.options;
+  const base = str(o, 'namespace', '') || 'default';
+  // the scheme's own fields escaped; the names made before (namespace, pod) as this hub makes them, as KubeSpawner 7 does
+  const fields: Fields = { ...templateFields(input.username, input.servername, base, 'escape'), namespace, pod_name: podName, pvc_name: 'pvc_name_unavailable!' };
+  return expandTemplate(str(o, 'pvc_name_template', 'claim-{user_server}'), fields, name('pvc_name_template'));
+}
+
+/**
  * Every problem of a `KubeSpawner` section (and of the options a profile gives it), one line each naming the
  * option: what `kubeObjects` would refuse at a start, found when the hub starts. Templates are tried with a
  * user name that needs every kind of escaping.
@@ -515,3 +696,4 @@ export function kubeSpawnerOptionProblems(section: Record<string, unknown>): str
   }
   return problems;
 }
+
