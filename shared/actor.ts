@@ -5,7 +5,7 @@ import { createAuditPublisher, ensureAuditStream, type AuditPublisher } from './
 import { readResolvedConfig, type HubConfig } from './config.js';
 import { useBaseUrl } from './urls.js';
 import type { ActorHandlers, Client, Handlers, ServiceActor } from './contracts/index.js';
-import { createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
+import { callsDone, createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } from './grpc.js';
 import { internalTlsFiles } from './internal-ssl.js';
 import { createLogger, type Logger } from './log.js';
 import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
@@ -14,7 +14,9 @@ import { grpcSocketPath, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
 import { HUB_COMMIT, HUB_VERSION } from './build-info.js';
 import { isReloadAnswer, isReloadRequest, RELOAD_ASKED, RELOADED_MESSAGE, type ReloadAsked, type ReloadedReply, type ReloadRequest } from './reload.js';
-import { ACTOR_READY_MESSAGE, isGo, isReplacedNotice, SHUTDOWN_MESSAGE, STANDBY_ENV, STANDBY_MESSAGE, type ReplacedNotice, type ShutdownRequest } from './supervision.js';
+import {
+  ACTOR_READY_MESSAGE, isGo, isPredecessorGone, isReplacedNotice, PREDECESSOR_ENV, SHUTDOWN_MESSAGE, STANDBY_ENV, STANDBY_MESSAGE, type ReplacedNotice, type ShutdownRequest,
+} from './supervision.js';
 
 export { HUB_VERSION };
 /**
@@ -35,6 +37,40 @@ export interface ActorContext {
   readonly rpcTimeoutMs: number;
   /** called with each NATS connection status change ('reconnect', 'disconnect', ...) */
   onNatsStatus(listener: (type: string) => void): void;
+  /**
+   * Whether this process replaces one of this node that still runs beside it (`hub restart`), and when that one is
+   * gone: what one instance of a node must do alone waits for it (resolved at once for a process that replaces none).
+   */
+  readonly predecessor: { running: boolean; gone: Promise<void> };
+}
+
+/**
+ * A successor's view of the process it replaces (PREDECESSOR_ENV): gone when the supervisor says so, or when the pid
+ * no longer runs (checked every second: the supervisor's word may be lost with it).
+ */
+function watchPredecessor(): ActorContext['predecessor'] {
+  const pid = Number(process.env[PREDECESSOR_ENV]);
+  if (!process.send || !Number.isInteger(pid) || pid <= 0) return { running: false, gone: Promise.resolve() };
+  const view = { running: true, gone: Promise.resolve() };
+  view.gone = new Promise<void>((resolve) => {
+    const done = () => {
+      view.running = false;
+      clearInterval(timer);
+      process.off('message', onMessage);
+      resolve();
+    };
+    const onMessage = (m: unknown) => { if (isPredecessorGone(m)) done(); };
+    const timer = setInterval(() => {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        done();
+      }
+    }, 1000);
+    timer.unref();
+    process.on('message', onMessage);
+  });
+  return view;
 }
 
 export interface ActorParts<A extends ActorName> {
@@ -89,6 +125,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   const ctx: ActorContext = {
     actor, instance, config, log, nc, audit, rpcTimeoutMs: config.Hub.rpc_timeout * 1000,
     onNatsStatus: (l) => void statusListeners.push(l),
+    predecessor: watchPredecessor(),
   };
   // a successor started by `hub restart` waits here, booted, until its predecessor is gone (shared/supervision.ts)
   if (process.env[STANDBY_ENV] === '1' && process.send) {
@@ -113,24 +150,45 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   const natsService = await serveNats(nc, actor, HUB_VERSION, { ...parts.nats }, log, { actor, instance, node, pid: String(process.pid), commit: HUB_COMMIT, started: startedIso }, { metrics: metricsSnapshot }, instance);
   const heartbeat = startHeartbeat(nc, actor, instance, node);
 
-  // `hub restart` tells an actor it is being replaced before it stops it (shared/supervision.ts REPLACED_MESSAGE)
+  // `hub restart` tells an actor it is being replaced (shared/supervision.ts REPLACED_MESSAGE): with `overlap` its
+  // successor already serves, and it stops by itself; else (an older supervisor's way) a SIGTERM follows
   let replaced: ReplacedNotice | null = null;
-  if (process.send) process.on('message', (m) => { if (isReplacedNotice(m)) replaced = m; });
   let stopping: Promise<void> | undefined;
+  if (process.send) process.on('message', (m) => {
+    if (!isReplacedNotice(m)) return;
+    replaced = m;
+    if (m.overlap) void stop('replaced');
+  });
   const stop = (reason: string): Promise<void> => (stopping ??= (async () => {
     const successor = replaced as ReplacedNotice | null;
-    const drainMs = successor && parts.drain ? successor.drain_ms : 0;
+    // (replaced the older way, through standby, only a gateway drains: the others' successor waits for them to stop)
+    const drainMs = successor && (successor.overlap || (parts.drain && actor === 'gateway')) ? successor.drain_ms : 0;
     log.info({ event: 'actor.stopping', reason, replaced: Boolean(successor), drainMs }, 'stopping');
     const budget = setTimeout(() => {
       log.error({ event: 'actor.stop.timeout' }, 'shutdown budget exceeded, exiting');
       process.exit(1);
     }, drainMs + config.Supervisor.shutdown_timeout * 1000 - 500);
     budget.unref();
-    await parts.stopIntake?.();
-    if (drainMs) await parts.drain!(drainMs);
-    // a process whose successor already serves leaves the socket alone: the path is the successor's now (closing unlinks it)
-    if (!successor?.overlap) await stopGrpc(grpcServer, 1000);
-    await rpcOverNats.drain().catch(() => undefined);
+    if (successor?.overlap) {
+      // the successor serves: no new call comes here (the socket path is its own, NATS queue groups deliver to it),
+      // open gRPC connections are told to go away (their clients connect again, to it), and the calls under way,
+      // the actor's own work in progress (parts.drain) and a gateway's connections finish within the drain budget
+      const until = Date.now() + drainMs;
+      const left = () => Math.max(0, until - Date.now());
+      await rpcOverNats.drain().catch(() => undefined);
+      await natsService.stop().catch(() => undefined);
+      const grpcClosed = stopGrpc(grpcServer, drainMs);
+      await parts.stopIntake?.();
+      if (parts.drain) await parts.drain(left());
+      const idle = await callsDone(left());
+      await grpcClosed;
+      log.info({ event: 'actor.drained', calls_finished: idle, ms: drainMs - left() }, 'work in progress finished');
+    } else {
+      await parts.stopIntake?.();
+      if (drainMs) await parts.drain!(drainMs);
+      await stopGrpc(grpcServer, 1000);
+      await rpcOverNats.drain().catch(() => undefined);
+    }
     heartbeat.stop();
     await natsService.stop().catch(() => undefined);
     await parts.close?.();

@@ -1,7 +1,7 @@
 // gRPC over unix sockets in the data dir: one server per actor, clients with a deadline on every call.
 // Contracts live in proto/<actor>.proto (package hub.<actor>.v1): loaded at run time here, and typed by the
 // TypeScript generated from the same files (shared/contracts/).
-import { existsSync, unlinkSync } from 'node:fs';
+import { renameSync, rmSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { currentRequest, runForRequest, type RequestContext } from './context.js';
@@ -61,10 +61,34 @@ export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: st
   }
   const server = new grpc.Server();
   server.addService(ctor.service, impl);
-  if (existsSync(socketPath)) unlinkSync(socketPath); // left behind by a killed predecessor
+  // Bound under a name of this process's own, then renamed over the actor's path in one step: callers that connect
+  // from now on reach this server, while a predecessor still running (`hub restart`) keeps its open connections
+  // until it closes them. Closing a unix socket server unlinks the name it was bound to: this one's, gone by then,
+  // never the path a successor holds.
+  const bound = `${socketPath}.${process.pid}`;
+  rmSync(bound, { force: true });
   await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    server.bindAsync(`unix://${bound}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+  renameSync(bound, socketPath);
   return server;
+}
+
+/** Handler invocations under way in this process (both transports), so a replaced actor finishes them before it exits. */
+let callsInFlight = 0;
+const idleWaiters: (() => void)[] = [];
+
+/** Resolves once no handler runs (at once when none does), or after `ms`; true when idle. */
+export function callsDone(ms: number): Promise<boolean> {
+  if (callsInFlight === 0) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    idleWaiters.push(() => { clearTimeout(timer); resolve(true); });
+  });
+}
+
+function callEnded(): void {
+  if (--callsInFlight > 0) return;
+  for (const wake of idleWaiters.splice(0)) wake();
 }
 
 /** One handler as both transports run it: refused when the caller gave up, timed, inside the request's context. */
@@ -83,8 +107,11 @@ function handlerInvoker(actor: string, method: string, handle: (request: unknown
     const run = () => Promise.resolve()
       .then(() => handle(request, context))
       .then((reply) => { okTimer.observe(secondsSince(start)); return reply; }, fail);
+    callsInFlight++;
     // Only calls made for a request enter its context (Pings and the like stay out of async hooks' way).
-    return context.request ? runForRequest(context.request, run) : run();
+    const running = context.request ? runForRequest(context.request, run) : run();
+    running.then(callEnded, callEnded);
+    return running;
   };
 }
 
@@ -197,6 +224,10 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
   return typed as Client<A>;
 }
 
+/**
+ * Stops taking calls: the listen socket closes and every open connection is told to go away (HTTP/2 GOAWAY, so its
+ * client connects again, to whoever holds the socket path now); calls under way finish. Forced after `budgetMs`.
+ */
 export async function stopGrpc(server: grpc.Server, budgetMs: number): Promise<void> {
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => { server.forceShutdown(); resolve(); }, budgetMs);

@@ -1,11 +1,14 @@
 // `hub restart [ACTOR]` (issue 24): every actor and every gateway of this node replaced, one at a time, by a fresh
-// process running the code now in dist/; NATS and the supervisor stay. Gateways overlap: the fresh one listens on the
-// shared port (SO_REUSEPORT) and serves before the old one closes its listen socket and drains (drain.ts). The other
-// actors are each one process that owns a store and in-memory views of it (the auth actor's user index, the spawner's
-// registry copy, the router as the only writer of its bucket), so two must never run at once: the old one finishes
-// its calls in flight and stops, the fresh one starts, and calls sent meanwhile wait for it (shared/grpc.ts: a call
-// that did not reach its callee is sent again within its deadline). The command asks over SIGUSR2 with a request
-// file (a signal carries nothing); the result is in run/restart.json.
+// process running the code now in dist/; NATS and the supervisor stay. Every replacement overlaps: the fresh process
+// starts beside the old one and becomes ready first — a gateway listening on the shared port (SO_REUSEPORT), any
+// other actor with its gRPC socket bound under a name of its own and renamed over the actor's path (shared/grpc.ts),
+// and in the NATS queue groups — so new calls reach it while the old one stops taking work, finishes its calls in
+// flight (its gRPC connections told to go away, their clients reconnecting to the successor) and exits. Two
+// instances of an actor on one node are what a multi-node hub runs anyway (issue 23): caches follow NATS events,
+// once-only work is under leases (shared/lease.ts) that pass to the successor when the old one lets go. What only
+// one process of a node may do waits until its predecessor is gone (ActorContext.predecessor): the spawner adopts
+// its node's servers then, while the old one finishes the starts and stops it had begun. The command asks over
+// SIGUSR2 with a request file (a signal carries nothing); the result is in run/restart.json.
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import type { Logger } from './log.js';
 import { ACTORS } from './paths.js';
@@ -83,7 +86,8 @@ export async function rollingRestart(children: SupervisedChild[], request: Resta
   const pending: (() => number[])[] = [];
   for (const child of chosen) {
     const t = Date.now();
-    const done = await child.replace(actorOf(child) === 'gateway' ? 'overlap' : 'sequential', readyMs, drainMs);
+    // a gateway's predecessor may keep WebSockets for drain_timeout: its next replacement need not wait for that
+    const done = await child.replace('overlap', readyMs, drainMs, actorOf(child) !== 'gateway');
     if (!done) {
       result.problems.push(`${child.spec.id}: its fresh process did not come up within ${readyMs / 1000} s (see the log); the restart stopped there`);
       result.ok = false;

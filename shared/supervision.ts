@@ -40,12 +40,22 @@ export const isStandby = (m: unknown): boolean => ofType(m, STANDBY_MESSAGE);
 export const isGo = (m: unknown): boolean => ofType(m, GO_MESSAGE);
 
 /**
+ * `hub restart` of an actor whose instances may overlap (shared/rolling-restart.ts): its successor starts with
+ * PREDECESSOR_ENV set to the pid of the process it replaces, serves beside it, and is told PREDECESSOR_GONE_MESSAGE
+ * once that one has exited: what only one instance of a node may do (the spawner adopting its node's servers) waits
+ * for that.
+ */
+export const PREDECESSOR_ENV = 'HUB_ACTOR_PREDECESSOR';
+export const PREDECESSOR_GONE_MESSAGE = 'hub.actor.predecessor_gone';
+export const isPredecessorGone = (m: unknown): boolean => ofType(m, PREDECESSOR_GONE_MESSAGE);
+
+/**
  * IPC to an actor about to be stopped because a fresh process replaces it (`hub restart`): leave running what the
  * successor keeps (the spawner: servers), and (a gateway) drain: open WebSockets, event streams and requests in
  * flight are kept up to `drain_ms` after the listen socket closed.
  */
 export const REPLACED_MESSAGE = 'hub.replaced';
-/** `overlap`: the successor already serves (and holds the actor's socket path) */
+/** `overlap`: the successor already serves (and holds the actor's socket path); the actor then stops by itself */
 export interface ReplacedNotice { type: typeof REPLACED_MESSAGE; drain_ms: number; overlap: boolean }
 export const isReplacedNotice = (m: unknown): m is ReplacedNotice =>
   typeof m === 'object' && m !== null && (m as { type?: unknown }).type === REPLACED_MESSAGE;
@@ -81,6 +91,10 @@ export class SupervisedChild {
   private stopping = false;
   /** between a sequential replacement's stop of the old process and the start of the fresh one */
   private replacing = false;
+  /** the end of the process the last overlapping replacement took over from (it may still drain) */
+  private predecessorGone: Promise<void> = Promise.resolve();
+  /** replaced processes still finishing their work (stopped with the child) */
+  private readonly draining = new Set<ChildProcess>();
   failed = false;
   private readonly messageListeners: ((message: unknown) => void)[] = [];
   /** times this child was started again after dying */
@@ -151,21 +165,37 @@ export class SupervisedChild {
     clearTimeout(timer);
   }
 
+  /** Resolves once `proc` has exited, or after `ms` (false then). */
+  private exitedWithin(proc: ChildProcess, ms: number): Promise<boolean> {
+    if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => { proc.off('exit', onExit); resolve(false); }, ms);
+      const onExit = () => { clearTimeout(timer); resolve(true); };
+      proc.once('exit', onExit);
+    });
+  }
+
   /**
-   * `hub restart`: this child's process replaced by a fresh one of the same spec (the code now in dist/). `overlap`
-   * (gateways, which share their port): the fresh one starts beside the old one, and once it serves the old one is
-   * told it is replaced and stopped, draining up to `drainMs`. Otherwise the fresh one boots to standby, the old one
-   * is told, stops (its in-flight calls finish), then the fresh one goes on: callers wait for it (calls that did not reach it are sent again, within
-   * their deadline). Resolves with the new pid (and `gone`: the old one's end, after its drain), or null when the
-   * fresh process did not come up within `readyMs` (then the child is left to its restart policy, as after a crash).
+   * `hub restart`: this child's process replaced by a fresh one of the same spec (the code now in dist/).
+   * `overlap`: the fresh one starts beside the old one (told the old one's pid), and once it serves (it holds the
+   * actor's socket path, or shares the gateway's port) the old one is told it is replaced: it stops taking work,
+   * finishes what it has (a gateway: its WebSockets and streams) within `drainMs` and exits by itself (SIGTERM, then
+   * SIGKILL, only past that budget); then the fresh one is told its predecessor is gone. A replacement waits for the
+   * previous one's predecessor to be gone, so never more than two processes of a child run.
+   * `sequential` (an actor that must never run twice, or a supervisor started before actors could overlap): the fresh
+   * one boots to standby, the old one is told, stops (its in-flight calls finish), then the fresh one goes on: callers
+   * wait for it (calls that did not reach it are sent again, within their deadline).
+   * Resolves with the new pid (and `gone`: the old one's end, after its drain), or null when the fresh process did not
+   * come up within `readyMs` (then the child is left to its restart policy, as after a crash).
    */
-  async replace(mode: 'overlap' | 'sequential', readyMs: number, drainMs: number): Promise<{ oldPid: number; pid: number; gone: Promise<void> } | null> {
+  async replace(mode: 'overlap' | 'sequential', readyMs: number, drainMs: number, waitForPredecessor = true): Promise<{ oldPid: number; pid: number; gone: Promise<void> } | null> {
+    if (waitForPredecessor) await this.predecessorGone;
     const old = this.proc;
     if (!old || this.stopping) return null;
     const oldPid = old.pid!;
     const notice = { type: REPLACED_MESSAGE, drain_ms: drainMs, overlap: mode === 'overlap' } satisfies ReplacedNotice;
     if (mode === 'overlap') {
-      const fresh = this.spawnProcess();
+      const fresh = this.spawnProcess({ [PREDECESSOR_ENV]: String(oldPid) });
       if (!(await this.whenReady(fresh, readyMs))) {
         this.log.error({ event: 'child.replace_failed', child: this.spec.id, pid: fresh.pid }, `${this.spec.id}: its replacement did not come up; the running one stays`);
         await this.terminate(fresh, this.policy.shutdownMs);
@@ -174,9 +204,16 @@ export class SupervisedChild {
       this.proc = fresh;
       this.startedAt = Date.now();
       this.onChange();
-      if (old.connected) old.send(notice);
-      // the old one drains in the background: the next replacement need not wait for its WebSockets to close
-      return { oldPid, pid: fresh.pid!, gone: this.terminate(old, drainMs + this.policy.shutdownMs) };
+      // the old one stops by itself on the notice (a signal might overtake it and skip the drain); the budget is a bound
+      const told = old.connected && (() => { try { return old.send(notice); } catch { return false; } })();
+      const gone = (told ? this.exitedWithin(old, drainMs + this.policy.shutdownMs) : Promise.resolve(false))
+        .then((exited) => (exited ? undefined : this.terminate(old, this.policy.shutdownMs)))
+        .then(() => { if (fresh.connected) fresh.send({ type: PREDECESSOR_GONE_MESSAGE }); });
+      this.draining.add(old);
+      void gone.then(() => this.draining.delete(old));
+      this.predecessorGone = gone;
+      // the old one drains in the background: the next replacement need not wait for it
+      return { oldPid, pid: fresh.pid!, gone };
     }
     const fresh = this.spawnProcess({ [STANDBY_ENV]: '1' });
     if (!(await this.whenReady(fresh, readyMs, isStandby))) {
@@ -255,7 +292,6 @@ export class SupervisedChild {
     this.stopping = true;
     if (this.restartTimer) clearTimeout(this.restartTimer);
     const proc = this.proc;
-    if (!proc) return;
-    await this.terminate(proc, this.policy.shutdownMs);
+    await Promise.all([...this.draining, ...(proc ? [proc] : [])].map((p) => this.terminate(p, this.policy.shutdownMs)));
   }
 }

@@ -18,7 +18,30 @@ import { createFirstAdminSetup } from './setup.js';
 import { AuthStore } from './store.js';
 
 await runActor('auth', async (ctx) => {
-  const store = await AuthStore.open(storeLocation(ctx.config.Hub, 'auth'));
+  // With a shared database, other nodes' auth actors add and remove users too: their events keep this one's index in
+  // line; so do those of the auth actor this one replaces (`hub restart`) while it finishes its calls on the same
+  // file. Subscribed before the store opens (events meanwhile are kept and applied once it is open): a user made
+  // while the index loads is in the load or in an event.
+  const location = storeLocation(ctx.config.Hub, 'auth');
+  const followingPredecessor = location.kind === 'sqlite' && ctx.predecessor.running;
+  type Followed = ['user' | 'group', string, unknown];
+  let applyFollowed: ((event: Followed) => void) | null = null;
+  const early: Followed[] = [];
+  const follow = location.kind !== 'sqlite' || followingPredecessor
+    ? (['user', 'group'] as const).map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
+      callback: (_e, m) => {
+        const event: Followed = [entity, parseEventSubject(m.subject).change, decodeJson(m.data)];
+        if (applyFollowed) applyFollowed(event);
+        else early.push(event);
+      },
+    }))
+    : [];
+  if (follow.length) await ctx.nc.flush();
+  const store = await AuthStore.open(location);
+  if (followingPredecessor) store.othersWrite = true;
+  applyFollowed = ([entity, change, body]) => void store.followEvent(entity, change, body as { name?: string })
+    .catch((err) => ctx.log.error({ event: 'auth.follow_event.failed', err }, 'another auth actor\'s user change not applied here'));
+  for (const event of early.splice(0)) applyFollowed(event);
   // The user index loads behind the first requests; a store that cannot be read whole is fatal (the supervisor restarts us).
   const loadStart = performance.now();
   store.indexLoaded.then(
@@ -67,13 +90,15 @@ await runActor('auth', async (ctx) => {
       else if (!existing.users[0].admin) await h.updateUser({ name, admin: true, by: 'config' });
     }
   };
-  // with a shared database, other nodes' auth actors add and remove users too: their events keep this index in line
-  const follow = store.shared
-    ? (['user', 'group'] as const).map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
-      callback: (_e, m) => void store.followEvent(entity, parseEventSubject(m.subject).change, decodeJson(m.data))
-        .catch((err) => ctx.log.error({ event: 'auth.follow_event.failed', err }, 'another node\'s user change not applied here')),
-    }))
-    : [];
+  if (followingPredecessor) {
+    void ctx.predecessor.gone.then(async () => {
+      // its last events were flushed before it exited: a drain of the subscriptions hears them all
+      await Promise.all(follow.map((s) => s.drain().catch(() => undefined)));
+      follow.length = 0;
+      store.othersWrite = false;
+      await store.learnFailingKeys();
+    }).catch((err) => ctx.log.error({ event: 'auth.follow_end.failed', err }, 'could not stop following the replaced auth actor'));
+  }
   // with auth on several nodes, one of them prunes old login failures (they share the store)
   const pruneLease = await Lease.start(ctx.nc, leaseKey('auth', 'prune'), { holder: ctx.instance, log: ctx.log });
   const prune = setInterval(() => void (pruneLease.held ? login.prune() : undefined), 600_000);

@@ -292,9 +292,19 @@ export class AuthStore {
     return this.staged;
   }
 
-  /** Whether other auth actors write this store too (a shared PostgreSQL): then `followEvent` keeps this one's memory in line. */
+  /**
+   * Whether other auth actors write this store too (a shared PostgreSQL, or the actor `hub restart` replaces while it
+   * finishes its calls: `othersWrite`): then `followEvent` keeps this one's memory in line.
+   */
   get shared(): boolean {
-    return this.db.dialect === 'postgres';
+    return this.db.dialect === 'postgres' || this.othersWrite;
+  }
+
+  othersWrite = false;
+
+  /** Keys another auth actor recorded failures of while this one did not look (added, never dropped: see `failing`). */
+  async learnFailingKeys(): Promise<void> {
+    for (const { key } of await this.db.all<{ key: string }>('SELECT DISTINCT key FROM login_failures')) this.failing.add(key);
   }
 
   /**

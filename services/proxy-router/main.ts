@@ -1,5 +1,6 @@
 // The proxy-router actor: owns the routing table (JetStream KV `hub_routes`). Wiring only.
 import { runActor } from '../../shared/actor.js';
+import type { CallContext } from '../../shared/contracts/index.js';
 import { errors } from '../../shared/errors.js';
 import { Lease, leaseKey } from '../../shared/lease.js';
 import { mirrorKv } from '../../shared/kv-mirror.js';
@@ -17,6 +18,7 @@ import { createReconciler, reconcilePeriodically, type Reconciler } from './reco
 /** A full comparison of the bucket with the services this often (and at start, and at once when a service comes or goes). */
 const RECONCILE_INTERVAL_MS = 60_000;
 const LIST_PAGE_MAX = 10_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 await runActor('proxy-router', async (ctx) => {
   const loadTimeoutMs = ctx.rpcTimeoutMs * 4;
@@ -59,6 +61,9 @@ await runActor('proxy-router', async (ctx) => {
     onChange: (held) => (held ? void becomeWriter().catch((err) => ctx.log.error({ event: 'proxy.writer.failed', err }, 'could not take over the routing table')) : stopWriting()),
   });
 
+  // while the router `hub restart` replaces lets go of the lease (and a lease retry after it is gone), Reconcile waits
+  let handingOver = ctx.predecessor.running;
+  void ctx.predecessor.gone.then(() => setTimeout(() => { handingOver = false; }, 2000).unref());
   services.onChange((name) => writer?.periodic.now(name ? `service ${name} added or removed` : 'services reloaded'));
   const subs = [
     ctx.nc.subscribe(subjects.event('activity', 'proxy'), { callback: (_e, m) => writer?.reconciler.noteActivity(decodeJson<{ routes?: Record<string, string> }>(m.data)?.routes ?? {}) }),
@@ -93,7 +98,9 @@ await runActor('proxy-router', async (ctx) => {
         const page = writer ? writer.reconciler.list(offset, limit) : listFromCopy(offset, limit);
         return { total: page.total, routes: page.routes.map((r: Route) => ({ routespec: r.routespec, target: r.target, data_json: JSON.stringify(r.data) })) };
       },
-      Reconcile: (req: { by: string }) => {
+      Reconcile: async (req: { by: string }, call: CallContext) => {
+        // the lease passes from a router `hub restart` replaces to its successor within a second: wait for it (bounded)
+        for (let i = 0; !writer && i < 40 && handingOver && Date.now() + 250 < call.deadline; i++) await sleep(100);
         if (!writer) throw errors.unavailable('The routing table\'s writer (the proxy-router holding the lease, on another node)');
         return writer.reconciler.reconcile(`requested by ${req.by || 'api'}`);
       },
@@ -101,6 +108,11 @@ await runActor('proxy-router', async (ctx) => {
     details: () => ({
       routes: String(writer ? writer.reconciler.size() : bucket.size), last_reconciled: writer?.reconciler.lastReconciled() ?? '', writer: String(writer !== null),
     }),
+    // replaced by `hub restart`: the lease goes at once, so the successor takes over writing within a second
+    stopIntake: async () => {
+      stopWriting();
+      await lease.stop();
+    },
     close: async () => {
       stopWriting();
       await lease.stop();

@@ -45,6 +45,8 @@ export interface SpawnerDeps {
   announce: (change: EventChange<'server'>, record: ServerRecord) => void;
   /** the backend of each `Hub.spawner_class` a record may name (made on first use) */
   backend: (spawnerClass: string) => SpawnerBackend;
+  /** the spawner of this node this one replaces (`hub restart`), while it finishes the starts and stops it began */
+  predecessor?: { running: boolean; gone: Promise<void> };
 }
 
 /** What a start was asked with besides its record's user_options: the profile they chose and the user's groups. */
@@ -149,9 +151,12 @@ function describeExit(e: ExitStatus): string {
   return e.reason || 'the server exited';
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied }: SpawnerDeps) {
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied, predecessor }: SpawnerDeps) {
   let S = config.Spawner;
   const local = new Map<string, Local>();
+  /** settles when adoptAll has looked at this node's servers (what a predecessor left is this process's from then on) */
+  let adoptionDone!: () => void;
+  const adopted = new Promise<void>((resolve) => { adoptionDone = resolve; });
   /**
    * Servers this node's spawner looks after: those it started (and records from before nodes). Another node's
    * servers are never adopted, polled, stopped at shutdown or rewritten from this copy of the registry.
@@ -168,6 +173,29 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     if (!l) local.set(key, (l = {}));
     return l;
   };
+  /**
+   * During `hub restart` the spawner this one replaces finishes the starts and stops it had begun: a request about
+   * such a server waits (bounded: the predecessor drains within Supervisor.drain_timeout) until that start or stop
+   * has ended, or the predecessor is gone and this process has adopted what it left, then is handled as usual.
+   */
+  async function afterPredecessor(user: string, name: string): Promise<void> {
+    if (!predecessor?.running) return;
+    const key = serverKey(user, name);
+    /** under way, and not (yet) by this process: neither started, stopped nor taken over by adoption here */
+    const elsewhere = () => {
+      const r = registry.get(user, name);
+      const l = local.get(key);
+      return Boolean(r && ours(r) && (r.state === 'spawn' || r.state === 'stop') && !l?.spawning && !l?.stopping && !l?.abort);
+    };
+    if (!elsewhere()) return;
+    log.info({ event: 'server.waits_for_predecessor', server: label({ user, name }) }, 'the replaced spawner is still starting or stopping this server: waiting for it');
+    let adoptionOver = false;
+    void adopted.then(() => { adoptionOver = true; });
+    while (predecessor.running && elsewhere()) await Promise.race([sleep(100), predecessor.gone]);
+    // what it left under way is this process's once adoption has taken it over
+    while (!adoptionOver && elsewhere()) await Promise.race([sleep(100), adopted]);
+  }
+
   // Servers that report where they listen (a batch job lands on any node): one waiter per start, tied to
   // the start's token, so a report for an older start of the same server never counts.
   type Waiter = { tokenId: string; promise: Promise<ReportedLocation>; resolve: (l: ReportedLocation) => void; reject: (e: Error) => void };
@@ -553,6 +581,99 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     spawning.catch(() => undefined);
   }
 
+  /**
+   * At start (after a predecessor of this node is gone): servers that outlived the previous spawner are adopted when
+   * their process is ours and answers HTTP; starts and stops it left half-done are finished; the dead are cleaned up.
+   */
+  async function adoptEvery(): Promise<void> {
+    const began = performance.now(); // the established hub's init_spawners: its start-up's look at every server
+    // what this process started or stopped itself while its predecessor still ran (`hub restart`) is not a leftover
+    const handledHere = (r: ServerRecord) => {
+      const l = local.get(serverKey(r.user, r.name));
+      return r.instance === instance || Boolean(l?.spawning || l?.stopping);
+    };
+    // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
+    // the order they were asked for: a restart must not lose a person's place
+    const unstarted = registry.all().filter((r) => ours(r) && !handledHere(r) && r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
+      .sort((a, b) => a.started.localeCompare(b.started));
+    const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
+    for (const r of unstarted) await resumeStart(r);
+    const resume = async (r: ServerRecord, known?: Promise<string>) => {
+      const abort = new AbortController();
+      localOf(r).abort = abort; // a stop meanwhile ends the wait
+      try {
+        if (!r.target) {
+          // adopted before it reported where it listens (a batch job still queued, or starting): wait for that as the start would have
+          r.target = await awaitTarget(known ?? reportedTarget(r, abort.signal), abort.signal);
+          await registry.save(r);
+        }
+        await waitForHttp(`${r.target}${r.url}`, {
+          timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
+          requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
+        });
+        r.instance = instance;
+        if (r.state === 'spawn') await markReady(r, 'ready');
+        else await markReady(r, 'adopted');
+        log.info({ event: 'server.adopted', server: label(r), pid: r.pid }, 'server re-adopted');
+        void audit.publish('server', 'adopt', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
+      } catch (e) {
+        if (abort.signal.aborted) return; // a stop is handling it
+        log.warn({ event: 'server.adopt.failed', server: label(r), err: (e as Error).message }, 'server alive but not answering: stopping it');
+        await stopServerNow(r, 'actor:spawner (unhealthy at adoption)', `it did not answer after a hub restart: ${(e as Error).message}`).catch(() => undefined);
+      }
+    };
+    // runs of this node that were started again elsewhere (or removed) while it was gone: stopped, never left running
+    for (const run of runs.orphans((user, name) => registry.get(user, name), ours)) {
+      const b = backend(run.spawner_class);
+      if (await b.adopt(run.spawner_state).catch(() => null)) {
+        await b.stop(run.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
+          log.warn({ event: 'server.orphan.stop_failed', server: label(run), err: e.message }, 'could not stop a server started again elsewhere'));
+        log.warn({ event: 'server.orphan.stopped', server: label(run) }, 'stopped a server of this node that was started again elsewhere while the node was gone');
+        void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(run), outcome: 'ok', reason: 'started again elsewhere while this node was gone' });
+      }
+      runs.forget(run);
+    }
+    // servers another node marked stopped while this node was gone: running still? then they are ours again
+    for (const r of registry.all()) {
+      if (!r.lost || !ours(r) || !r.node) continue;
+      const back = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
+      if (back) {
+        await registry.save({ ...r, state: r.lost.state === 'stop' ? 'stop' : 'running', target: r.lost.target, lost: undefined, ended: undefined, instance });
+        log.info({ event: 'server.lost.back', server: label(r) }, 'server of a lost node still runs: adopting it again');
+      } else {
+        await revokeToken(r, 'actor:spawner');
+        await registry.save({ ...stoppedRecord(r), ended: r.ended ?? { at: r.lost.at, reason: nodeLostReason(r.node) } });
+      }
+    }
+    for (const r of registry.all()) {
+      if (!isActive(r) || !ours(r) || handledHere(r) || restarted.has(serverKey(r.user, r.name))) continue;
+      const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
+      if (!adopted) {
+        log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
+        await forget(r, 'died while the spawner was down');
+        continue;
+      }
+      watchExit(r, adopted.exited);
+      if (r.state === 'stop') {
+        const l = localOf(r);
+        l.stopping = stopServerNow(r, 'actor:spawner (resumed)');
+        l.stopping.catch(() => undefined);
+        continue;
+      }
+      // a start still on its way (also one whose address is known: its server may not listen yet) may wait up to
+      // Spawner.start_timeout: the others are not held up by it
+      if (r.state === 'spawn') void resume(r, adopted.target);
+      else await resume(r);
+    }
+    // then what a backend holds that no server names any more (containers left by a crash)
+    const active = registry.all().filter(isActive);
+    for (const cls of new Set([config.Hub.spawner_class, ...active.map((r) => r.spawner_class)])) {
+      await backend(cls).reconcile?.(active).catch((e: Error) =>
+        log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
+    }
+    established.init.observe(secondsSince(began));
+  }
+
   /** A new named server: enabled, a valid name, within the user's limit (stopped ones count until removed). */
   function checkNewNamed(user: string, name: string): void {
     if (!config.Hub.allow_named_servers) throw errors.badRequest('Named servers are not enabled.');
@@ -639,7 +760,12 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
         progress: [{ progress: 0, message: 'Server requested' }],
         ...(req.display_name || current?.display_name ? { display_name: req.display_name || current?.display_name } : {}),
       };
-      await registry.save(r);
+      if (!(await registry.claim(r))) {
+        // another spawner of this node (the one `hub restart` replaces, or its successor) started it a moment ago
+        const winner = registry.get(req.user, req.name);
+        if (winner?.state === 'spawn') return { status: 'pending', server: serverMessage(winner) };
+        throw errors.badRequest(`${label(req)} is ${winner?.state === 'stop' ? 'pending stop' : 'already running'}`);
+      }
       announce('spawning', r);
       const abort = new AbortController();
       const l = localOf(r);
@@ -655,6 +781,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
 
     async stopServer(req: { user: string; name: string; by: string; remove?: boolean }) {
       if (req.remove && !req.name) throw errors.badRequest('The default server cannot be removed, only stopped');
+      await afterPredecessor(req.user, req.name);
       const r = registry.get(req.user, req.name);
       // `remove` forgets the server (and its options) once it is stopped
       const removeAfter = async () => {
@@ -681,6 +808,7 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
     /** Before a user is deleted: every server stopped, waiting until gone (bounded by the caller's deadline). */
     async stopUserServers(req: { user: string; by: string }) {
       // another node's servers are stopped by their own spawner (nodes.ts asks it before this runs)
+      await Promise.all(registry.all().filter((r) => r.user === req.user).map((r) => afterPredecessor(r.user, r.name)));
       const mine = registry.all().filter((r) => r.user === req.user && isActive(r) && ours(r));
       await Promise.all(mine.map((r) => {
         const l = localOf(r);
@@ -770,91 +898,18 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       servers: registry.all().filter((r) => (req.ready_only ? r.state === 'running' : isActive(r))).map(serverMessage),
     }),
 
-    /**
-     * At start: servers that outlived the previous spawner are adopted when their process is ours and
-     * answers HTTP; starts and stops it left half-done are finished; the dead are cleaned up.
-     */
+    /** At start, or once the spawner `hub restart` replaced is gone: what it left is adopted (adoptEvery). */
     async adoptAll(): Promise<void> {
-      const began = performance.now(); // the established hub's init_spawners: its start-up's look at every server
-      // starts that had not reached their backend yet (queued, or issuing their token) are started again, in
-      // the order they were asked for: a restart must not lose a person's place
-      const unstarted = registry.all().filter((r) => ours(r) && r.state === 'spawn' && !Object.keys(r.spawner_state ?? {}).length)
-        .sort((a, b) => a.started.localeCompare(b.started));
-      const restarted = new Set(unstarted.map((r) => serverKey(r.user, r.name)));
-      for (const r of unstarted) await resumeStart(r);
-      const resume = async (r: ServerRecord, known?: Promise<string>) => {
-        const abort = new AbortController();
-        localOf(r).abort = abort; // a stop meanwhile ends the wait
-        try {
-          if (!r.target) {
-            // adopted before it reported where it listens (a batch job still queued, or starting): wait for that as the start would have
-            r.target = await awaitTarget(known ?? reportedTarget(r, abort.signal), abort.signal);
-            await registry.save(r);
-          }
-          await waitForHttp(`${r.target}${r.url}`, {
-            timeoutMs: r.state === 'spawn' ? S.start_timeout * 1000 : S.http_timeout * 1000,
-            requestTimeoutMs: S.http_timeout * 1000, signal: abort.signal, ended: () => endedReason(r),
-          });
-          r.instance = instance;
-          if (r.state === 'spawn') await markReady(r, 'ready');
-          else await markReady(r, 'adopted');
-          log.info({ event: 'server.adopted', server: label(r), pid: r.pid }, 'server re-adopted');
-          void audit.publish('server', 'adopt', { who: 'actor:spawner', what: label(r), outcome: 'ok', pid: r.pid });
-        } catch (e) {
-          if (abort.signal.aborted) return; // a stop is handling it
-          log.warn({ event: 'server.adopt.failed', server: label(r), err: (e as Error).message }, 'server alive but not answering: stopping it');
-          await stopServerNow(r, 'actor:spawner (unhealthy at adoption)', `it did not answer after a hub restart: ${(e as Error).message}`).catch(() => undefined);
-        }
-      };
-      // runs of this node that were started again elsewhere (or removed) while it was gone: stopped, never left running
-      for (const run of runs.orphans((user, name) => registry.get(user, name), ours)) {
-        const b = backend(run.spawner_class);
-        if (await b.adopt(run.spawner_state).catch(() => null)) {
-          await b.stop(run.spawner_state, { graceMs: S.stop_signal_timeout * 1000 }).catch((e: Error) =>
-            log.warn({ event: 'server.orphan.stop_failed', server: label(run), err: e.message }, 'could not stop a server started again elsewhere'));
-          log.warn({ event: 'server.orphan.stopped', server: label(run) }, 'stopped a server of this node that was started again elsewhere while the node was gone');
-          void audit.publish('server', 'stop', { who: 'actor:spawner', what: label(run), outcome: 'ok', reason: 'started again elsewhere while this node was gone' });
-        }
-        runs.forget(run);
+      try {
+        await adoptEvery();
+      } finally {
+        adoptionDone();
       }
-      // servers another node marked stopped while this node was gone: running still? then they are ours again
-      for (const r of registry.all()) {
-        if (!r.lost || !ours(r) || !r.node) continue;
-        const back = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
-        if (back) {
-          await registry.save({ ...r, state: r.lost.state === 'stop' ? 'stop' : 'running', target: r.lost.target, lost: undefined, ended: undefined, instance });
-          log.info({ event: 'server.lost.back', server: label(r) }, 'server of a lost node still runs: adopting it again');
-        } else {
-          await revokeToken(r, 'actor:spawner');
-          await registry.save({ ...stoppedRecord(r), ended: r.ended ?? { at: r.lost.at, reason: nodeLostReason(r.node) } });
-        }
-      }
-      for (const r of registry.all()) {
-        if (!isActive(r) || !ours(r) || restarted.has(serverKey(r.user, r.name))) continue;
-        const adopted = Object.keys(r.spawner_state ?? {}).length ? await backend(r.spawner_class).adopt(r.spawner_state).catch(() => null) : null;
-        if (!adopted) {
-          log.info({ event: 'server.reaped', server: label(r), pid: r.pid }, 'server died while no spawner watched it');
-          await forget(r, 'died while the spawner was down');
-          continue;
-        }
-        watchExit(r, adopted.exited);
-        if (r.state === 'stop') {
-          const l = localOf(r);
-          l.stopping = stopServerNow(r, 'actor:spawner (resumed)');
-          l.stopping.catch(() => undefined);
-          continue;
-        }
-        // a start still on its way may wait up to Spawner.start_timeout: the others are not held up by it
-        if (r.state === 'spawn' && !r.target) void resume(r, adopted.target);
-        else await resume(r);
-      }
-      // then what a backend holds that no server names any more (containers left by a crash)
-      const active = registry.all().filter(isActive);
-      for (const cls of new Set([config.Hub.spawner_class, ...active.map((r) => r.spawner_class)])) {
-        await backend(cls).reconcile?.(active).catch((e: Error) =>
-          log.warn({ event: 'spawner.reconcile.failed', backend: cls, err: e.message }, 'leftovers of a previous spawner not cleaned up'));
-      }
-      established.init.observe(secondsSince(began));
+    },
+
+    /** `hub restart`: the starts and stops this process has under way, to finish before it exits (bounded by the caller). */
+    workInProgress(): Promise<unknown> {
+      return Promise.allSettled([...local.values()].flatMap((l) => [l.spawning, l.stopping]).filter(Boolean));
     },
 
     /**

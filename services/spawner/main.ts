@@ -28,7 +28,7 @@ await runActor('spawner', async (ctx) => {
   };
   backend(config.Hub.spawner_class);
   const h = createSpawnerHandlers({
-    config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance, backend,
+    config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance, backend, predecessor: ctx.predecessor,
     gatewaysHaveApplied: (revision) => gatewaysHaveApplied(ctx.nc, revision, ctx.rpcTimeoutMs),
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
@@ -66,9 +66,15 @@ await runActor('spawner', async (ctx) => {
     const done = await h.importServers(servers);
     ctx.log.info({ event: 'spawner.imported_servers', ...done }, 'named servers of the established hub brought over');
   });
-  await h.adoptAll();
-  const poll = setInterval(() => void h.pollAdopted(), config.Spawner.poll_interval * 1000);
-  poll.unref();
+  // this node's servers are adopted by one spawner: with a predecessor still finishing its work (`hub restart`), once
+  // it is gone; this one serves meanwhile (requests about servers it is busy with wait for it: handlers.ts)
+  let poll: NodeJS.Timeout | undefined;
+  const adoption = ctx.predecessor.gone.then(() => h.adoptAll()).then(() => {
+    poll = setInterval(() => void h.pollAdopted(), config.Spawner.poll_interval * 1000);
+    poll.unref();
+  });
+  if (ctx.predecessor.running) adoption.catch((err) => ctx.log.error({ event: 'spawner.adopt.failed', err }, 'servers not adopted'));
+  else await adoption;
   // other nodes' spawners gone longer than Spawner.node_lost_timeout: their servers marked stopped (one sweep at a time)
   let sweeping = false;
   const lost = setInterval(() => {
@@ -83,6 +89,9 @@ await runActor('spawner', async (ctx) => {
     // what other actors call: requests about another node's servers go there, starts are placed (nodes.ts)
     grpc: nodes.routed(h),
     reload: (next) => h.useConfig(next),
+    // replaced by `hub restart`: no more forwarded requests; the starts and stops under way finish (bounded)
+    stopIntake: () => forwarded.drain().catch(() => undefined),
+    drain: (ms) => Promise.race([h.workInProgress(), new Promise((r) => setTimeout(r, ms).unref())]).then(() => undefined),
     close: async () => {
       clearInterval(poll);
       clearInterval(lost);

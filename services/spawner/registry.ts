@@ -4,7 +4,7 @@ import { errors } from '../../shared/errors.js';
 import type { KvMirror, MirrorListener } from '../../shared/kv-mirror.js';
 import { decodeJson, encodeJson, type NatsConnection } from '../../shared/nats.js';
 import type { Logger } from '../../shared/log.js';
-import { mirrorServers, serverKey, type ServerRecord } from '../../shared/servers.js';
+import { isActive, mirrorServers, serverKey, type ServerRecord } from '../../shared/servers.js';
 
 /**
  * JetStream answers slowly or not at all for a few seconds after NATS restarts: a write is retried
@@ -143,6 +143,50 @@ export class Registry {
         throw e;
       }
     });
+    return won;
+  }
+
+  /**
+   * A start's first write: `record` is written only if the bucket holds no active record of that server when it is
+   * written (compare-and-set on the revision read), so two spawners (one replacing the other during `hub restart`, or
+   * of two nodes) never both start one server. The copy shows it at once, as `save` does; when another start won,
+   * the copy shows the bucket's record and this resolves false.
+   */
+  async claim(record: ServerRecord): Promise<boolean> {
+    const key = serverKey(record.user, record.name);
+    const previous = this.records.get(key);
+    const copy = structuredClone(record);
+    this.records.set(key, copy);
+    let won = false;
+    let found: ServerRecord | null = null;
+    await this.enqueue(key, async () => {
+      const entry = await this.mirror.kv.get(key);
+      found = entry?.operation === 'PUT' ? decodeJson<ServerRecord>(entry.value) : null;
+      if (found && isActive(found)) return 0;
+      try {
+        const revision = found ? await this.mirror.kv.update(key, encodeJson(copy), entry!.revision) : await this.mirror.kv.create(key, encodeJson(copy));
+        won = true;
+        return revision;
+      } catch (e) {
+        if (!/wrong last sequence/i.test((e as Error).message)) throw e;
+        // another start wrote it first: what it wrote is what the copy shows
+        const now = await this.mirror.kv.get(key);
+        found = now?.operation === 'PUT' ? decodeJson<ServerRecord>(now.value) : null;
+        return 0;
+      }
+    }).catch((e) => {
+      if (this.records.get(key) === copy) {
+        if (previous) this.records.set(key, previous);
+        else this.records.delete(key);
+      }
+      throw e;
+    });
+    if (won) this.afterSave?.(copy);
+    else if (this.records.get(key) === copy) {
+      const now = found as ServerRecord | null;
+      if (now) this.records.set(key, now);
+      else this.records.delete(key);
+    }
     return won;
   }
 

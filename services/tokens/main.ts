@@ -53,7 +53,9 @@ await runActor('tokens', async (ctx) => {
   const services = createRuntimeServiceHandlers({
     kv: runtime.kv, mirror: runtime, directory, tokens: h, store, oauth, audit: ctx.audit, log: ctx.log, waitMs: ctx.rpcTimeoutMs,
   });
-  await services.sweep();
+  // (after a predecessor `hub restart` replaces is gone: a service it is adding may not show in this copy yet)
+  if (ctx.predecessor.running) void ctx.predecessor.gone.then(() => services.sweep()).catch((err) => ctx.log.error({ event: 'tokens.sweep.failed', err }, 'tokens of removed services not swept'));
+  else await services.sweep();
   // a runtime service that goes (or comes back with another node's copy) changes what its tokens may do
   directory.onChange((name) => (name ? h.forgetOwner({ kind: 'service', name }) : undefined));
   await h.shares.start();

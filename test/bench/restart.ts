@@ -1,6 +1,10 @@
 // `npm run bench restart` (issue 24): how long a full rolling restart (`hub restart`) takes, and what fails meanwhile,
 // on a one-node hub with one and with two gateways under API, proxy and WebSocket load; and `hub reload` adding a
-// service: how soon its token works and what fails meanwhile. BENCH_RESTARTS (3) rolling restarts per hub.
+// service: how soon its token works and what fails meanwhile. BENCH_RESTARTS (3) rolling restarts per hub. The
+// slowest API read during the restarts is how long a call waited for an actor being replaced; BENCH_BASELINE=<commit>
+// runs the same on that commit's hub too (before overlapping replacements: the gap of each stop-then-start).
+import type { HubUnderTest } from '../harness.js';
+import { baselineCheckout } from './tools.js';
 import { join } from 'node:path';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -11,10 +15,10 @@ import { apiLoad, echoBackend, echoSocket, pathLoad } from '../ops/load.js';
 const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
-async function oneHub(gateways: number, restarts: number): Promise<void> {
+async function oneHub(gateways: number, restarts: number, repo?: string): Promise<void> {
   const admin = randomToken();
   const backend = await echoBackend();
-  const hub = await startHub({ config: {
+  const hub: HubUnderTest = await startHub({ repo, config: {
     Hub: { api_tokens: { [admin]: 'boss' }, services: [{ name: 'echo', url: `http://127.0.0.1:${backend.port}` }] },
     Authenticator: { admin_users: ['boss'] },
     Spawner: { cmd: [process.execPath, TARGET] },
@@ -37,10 +41,15 @@ async function oneHub(gateways: number, restarts: number): Promise<void> {
 
     const walls: number[] = [];
     const perProcess: Record<string, number[]> = {};
+    const slowestReads: number[] = [];
     for (let i = 0; i < restarts; i++) {
       const t0 = performance.now();
+      const reads = apiLoad(hub.url, admin, 1); // its own loop: the slowest read of this restart
       const r = await runHubCommand(['restart', '--config', file], { env, killAfterMs: 300_000 });
       walls.push(performance.now() - t0);
+      const measured = await reads.stop();
+      slowestReads.push(measured.slowest.ms);
+      if (measured.failures.length) console.log(`  restart ${i + 1}: ${measured.failures.length} reads failed: ${measured.failures.slice(0, 3).join('; ')}`);
       if (r.code !== 0) console.log(`  restart ${i + 1} failed: ${r.stdout}${r.stderr}`);
       for (const m of r.stdout.matchAll(/^(\S+)\s+pid \d+ -> \d+\s+([\d.]+) s$/gm)) (perProcess[m[1]] ??= []).push(Number(m[2]));
       await sleep(1000);
@@ -61,8 +70,9 @@ async function oneHub(gateways: number, restarts: number): Promise<void> {
     const results = await Promise.all(loads.map((l) => l.stop()));
     const done = results.reduce((n, x) => n + x.done, 0);
     const failed = results.flatMap((x) => x.failures);
-    console.log(`  ${gateways} gateway(s), ${restarts} rolling restarts of ${Object.keys(perProcess).length} processes: wall median ${(median(walls) / 1000).toFixed(1)} s (${walls.map((w) => (w / 1000).toFixed(1)).join(', ')})`);
+    console.log(`  ${repo ? `BENCH_BASELINE ${process.env.BENCH_BASELINE}: ` : ''}${gateways} gateway(s), ${restarts} rolling restarts of ${Object.keys(perProcess).length} processes: wall median ${(median(walls) / 1000).toFixed(1)} s (${walls.map((w) => (w / 1000).toFixed(1)).join(', ')})`);
     console.log(`    per process (median s): ${Object.entries(perProcess).map(([id, xs]) => `${id} ${median(xs).toFixed(1)}`).join(', ')}`);
+    console.log(`    slowest API read (GET /hub/api/users) during each restart: ${slowestReads.map((ms) => `${ms.toFixed(0)} ms`).join(', ')}`);
     console.log(`    hub reload adding a service: its token answered 200 after ${firstOk.toFixed(0)} ms (command exit ${reloaded.code})`);
     console.log(`    under load: ${failed.length} of ${done} requests failed (${((100 * failed.length) / Math.max(1, done)).toFixed(3)} %), ${wsFailed} of ${wsRounds} WebSocket round trips failed, the WebSocket ${socket.closed === null ? 'still open' : `closed (${socket.closed})`}`);
     if (failed.length) console.log(`    failures: ${[...new Set(failed)].slice(0, 5).join('; ')}`);
@@ -76,5 +86,9 @@ async function oneHub(gateways: number, restarts: number): Promise<void> {
 export async function restartBench(): Promise<void> {
   const restarts = Number(process.env.BENCH_RESTARTS) || 3;
   console.log('restart: `hub restart` and `hub reload` under API, proxy, user-server and WebSocket load');
-  for (const gateways of [1, 2]) await oneHub(gateways, restarts);
+  const baseline = process.env.BENCH_BASELINE ? baselineCheckout(process.env.BENCH_BASELINE, (line) => console.log(`  ${line}`)) : undefined;
+  for (const gateways of [1, 2]) {
+    await oneHub(gateways, restarts);
+    if (baseline) await oneHub(gateways, restarts, baseline);
+  }
 }

@@ -1,6 +1,6 @@
 // Tools the benchmarks need from Debian (wrk, the established hub, configurable-http-proxy).
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { existsSync, readFileSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from '../harness.js';
@@ -37,9 +37,12 @@ export function baselineCheckout(rev: string, log: (line: string) => void): stri
     log(`baseline: checking out ${commit.slice(0, 12)} in ${dir} and building it`);
     if (!existsSync(dir)) run('git', ['-C', REPO, 'worktree', 'add', '--detach', dir, commit], REPO);
     if (!existsSync(join(dir, 'node_modules'))) symlinkSync(join(REPO, 'node_modules'), join(dir, 'node_modules'));
-    // a baseline with contracts generated from proto/ needs them before tsc
+    // a baseline with contracts generated from proto/ needs them before tsc: this checkout's, when proto/ is the same
     if (existsSync(join(dir, 'shared', 'contracts')) && existsSync(join(dir, 'scripts', 'setup.mjs'))) {
-      throw new Error(`BENCH_BASELINE=${rev}: baselines from after the typed contracts are not supported; build that checkout with its own set-up and compare by hand`);
+      if (spawnSync('git', ['-C', REPO, 'diff', '--quiet', commit, '--', 'proto']).status !== 0) {
+        throw new Error(`BENCH_BASELINE=${rev}: its proto/ differs from this checkout's, so its typed contracts cannot be copied; build that checkout with its own set-up and compare by hand`);
+      }
+      cpSync(join(REPO, 'shared', 'contracts', 'generated'), join(dir, 'shared', 'contracts', 'generated'), { recursive: true });
     }
     run(join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', '.'], dir);
   }

@@ -4,13 +4,17 @@ import http from 'node:http';
 import WebSocket, { WebSocketServer } from 'ws';
 import { listen } from '../proxy/helpers.js';
 
-/** A steady load of GETs of one URL until stopped; every answer that is not a 200 counted. */
+/** A steady load of GETs of one URL until stopped; every answer that is not a 200 counted, the slowest one timed. */
 export function pathLoad(url: string, workers = 1, token?: string) {
   let running = true;
   const failures: string[] = [];
   let done = 0;
+  /** the longest request and when it began (ms since the epoch) */
+  const slowest = { ms: 0, at: 0 };
   const loops = Array.from({ length: workers }, async () => {
     while (running) {
+      const began = Date.now();
+      const t = performance.now();
       try {
         const r = await fetch(url, { headers: token ? { authorization: `token ${token}` } : {}, signal: AbortSignal.timeout(10_000) });
         await r.arrayBuffer();
@@ -18,10 +22,12 @@ export function pathLoad(url: string, workers = 1, token?: string) {
       } catch (e) {
         failures.push(`${url} ${(e as Error).message} ${String((e as { cause?: unknown }).cause ?? '')}`);
       }
+      const ms = performance.now() - t;
+      if (ms > slowest.ms) Object.assign(slowest, { ms, at: began });
       done++;
     }
   });
-  return { stop: async () => { running = false; await Promise.all(loops); return { failures, done }; } };
+  return { stop: async () => { running = false; await Promise.all(loops); return { failures, done, slowest }; } };
 }
 
 /** A steady API load until stopped: GET /hub/api/users. */
