@@ -8,6 +8,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { parseByteSize } from './bytes.js';
+import { kubeProfileList, kubeSpawnerOptionProblems } from '../services/spawner/backends/kubernetes-objects.js';
 import { invalidNameReason } from './names.js';
 import { finishPendingImport } from './import-journal.js';
 import { ACTORS as ALL_ACTORS, importedConfigPath } from './paths.js';
@@ -206,6 +207,9 @@ export const SCHEMA = {
     namespace: { kind: 'string', default: '', help: 'the namespace of the servers\' pods ("" = the hub\'s own pod\'s namespace when in the cluster, else the kubeconfig context\'s, else "default")' },
     enable_user_namespaces: { kind: 'boolean', default: false, help: 'each user\'s pods in a namespace of their own (KubeSpawner.user_namespace_template), made at their first start; the hub then watches pods in all namespaces' },
     user_namespace_template: { kind: 'string', default: '{hubnamespace}-{username}', help: 'the per-user namespace\'s name; {hubnamespace}, {username} expand (KubeSpawner\'s safe slugs)' },
+    user_namespace_labels: { kind: 'string-map', default: {}, help: 'more labels of per-user namespaces (templates expanded)' },
+    user_namespace_annotations: { kind: 'string-map', default: {}, help: 'more annotations of per-user namespaces (templates expanded)' },
+    slug_scheme: { kind: 'string', default: 'safe', help: 'how user and server names become parts of object names: "safe" (KubeSpawner 7: as they are when valid, else their safe letters and a hash) or "escape" (KubeSpawner 6\'s)', choices: ['safe', 'escape'] },
     pod_name_template: { kind: 'string', default: 'jupyter-{user_server}', help: 'pod names (and their Secrets\'); {username}, {servername}, {user_server}, {unescaped_username}... expand as KubeSpawner 7 slugs them' },
     pvc_name_template: { kind: 'string', default: 'claim-{user_server}', help: 'the claim\'s name (KubeSpawner\'s scheme, so claims KubeSpawner made are found again)' },
     storage_pvc_ensure: { kind: 'boolean', default: false, help: 'make the claim (KubeSpawner.pvc_name_template) at the first start; it stays when the server stops or is removed' },
@@ -250,6 +254,7 @@ export const SCHEMA = {
     lifecycle_hooks: { kind: 'object', default: {}, help: 'the server container\'s lifecycle (postStart, preStop)' },
     priority_class_name: { kind: 'string', default: '', help: 'the pod\'s priorityClassName' },
     scheduler_name: { kind: 'string', default: '', help: 'the scheduler that places the pod ("" = the cluster\'s default)' },
+    profile_list: { kind: 'json', default: [], help: 'profiles offered at spawn, in KubeSpawner\'s form: [{display_name, slug, description, default, kubespawner_override: {option: value}, profile_options: {<name>: {display_name, choices: {<key>: {display_name, default, kubespawner_override}}, unlisted_choice: {enabled, validation_regex, validation_message, kubespawner_override ({value} expands)}}}}] (or an object of them, in key order); user_options.profile picks one (by slug), user_options.<name> a choice, user_options["<name>--unlisted-choice"] a free-form value; overrides merge objects, null removes a key' },
     delete_grace_period: { kind: 'integer', default: 1, help: 'seconds a stopped server\'s containers have to end before they are killed (the pod deletion\'s grace period)', min: 0 },
     hub_connect_url: { kind: 'string', default: '', help: 'where servers in pods reach the hub, e.g. http://hub.jhub.svc:8081 or the node address of a hub outside the cluster ("" = the hub\'s own address, which pods reach only if it is not loopback)', check: (v: string) => (v && !/^https?:\/\/[^/]+\/?$/.test(v) ? [`KubeSpawner.hub_connect_url: expected http(s)://host:port, got ${JSON.stringify(v)}`] : []) },
     k8s_api_host: { kind: 'string', default: '', help: 'the API server\'s URL, instead of the service account\'s or the kubeconfig\'s (same credentials)' },
@@ -414,6 +419,7 @@ function checkNatsUrls(v: string): string[] {
 function crossChecks(c: HubConfig): string[] {
   const h = c.Hub;
   const problems: string[] = [];
+  if (h.spawner_class === 'kubernetes') pushAll(problems, kubeSpawnerProblems(c));
   // the established hub 5.0's rule: roles the authenticator manages are not also given by the configuration
   if (c.Authenticator.manage_roles) {
     const assigning = (h.load_roles as { name?: string; users?: unknown[]; groups?: unknown[] }[]).filter((r) => r.users?.length || r.groups?.length).map((r) => r.name);
@@ -460,6 +466,32 @@ const originOf = (url: string) => {
     return url;
   }
 };
+
+/**
+ * The Kubernetes backend's options as each start may use them: the section alone, or under each profile (ours, or
+ * KubeSpawner.profile_list's with its choices); a kubespawner_override key must be an option of KubeSpawner or Spawner.
+ */
+function kubeSpawnerProblems(c: HubConfig): string[] {
+  const section = c.KubeSpawner as unknown as Record<string, unknown>;
+  const problems: string[] = [];
+  const profiles = c.Spawner.profiles as { name?: string; overrides?: Record<string, unknown> }[];
+  if (!profiles.length) pushAll(problems, kubeSpawnerOptionProblems(section));
+  for (const p of profiles) {
+    const mine = Object.fromEntries(Object.entries(p.overrides ?? {}).filter(([k]) => k.startsWith('KubeSpawner.')).map(([k, v]) => [k.slice('KubeSpawner.'.length), v]));
+    for (const line of kubeSpawnerOptionProblems({ ...section, ...mine })) problems.push(`Spawner.profiles ${JSON.stringify(p.name)}: ${line}`);
+  }
+  const { profiles: kube } = kubeProfileList(section.profile_list);
+  for (const p of kube) {
+    const overrides = [p.kubespawner_override, ...Object.values(p.profile_options).flatMap((o) => [o.unlisted_choice.kubespawner_override, ...Object.values(o.choices).map((ch) => ch.kubespawner_override)])];
+    for (const key of new Set(overrides.flatMap((o) => Object.keys(o)))) {
+      const target = startOption(key);
+      if (!Object.hasOwn(SCHEMA.KubeSpawner, key) && (typeof target === 'string' || target.section !== 'Spawner')) {
+        problems.push(`KubeSpawner.profile_list ${JSON.stringify(p.slug)}: kubespawner_override ${JSON.stringify(key)} is not an option of KubeSpawner or Spawner a start can set`);
+      }
+    }
+  }
+  return problems;
+}
 
 /** A base URL of http(s), a host name (no address: users' hosts are names under it), an optional port, nothing else. */
 function checkSubdomainHost(v: string): string[] {

@@ -45,3 +45,19 @@ export function parseJson(text: string, maxDepth: number, what = 'Request body')
     throw errors.badRequest(`${what} must be valid JSON`);
   }
 }
+
+const isPlainObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/**
+ * `target` updated by `update` at every depth, as the established hub merges dict overrides (group overrides,
+ * KubeSpawner's kubespawner_override): null removes a key, an object merges into an object, anything else replaces.
+ */
+export function mergedWith(target: Record<string, unknown>, update: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...target };
+  for (const [k, v] of Object.entries(update)) {
+    if (v === null) delete out[k];
+    // defineProperty: a key named "__proto__" stays a key
+    else Object.defineProperty(out, k, { value: isPlainObject(v) ? mergedWith(isPlainObject(out[k]) ? out[k] : {}, v) : v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}

@@ -3,8 +3,10 @@
 // the profile a person picks with `user_options.profile` (`Spawner.profiles`). The spawn page lists the profiles
 // from here; the spawner applies all three from here.
 import type { HubConfig } from './config.js';
-import { optionValueFrom, parseByteSize, startOption } from './config.js';
+import { optionValueFrom, parseByteSize, SCHEMA, startOption } from './config.js';
+import { applyKubespawnerOverride, kubeProfileList, profileOptionOverrides, type KubeProfile } from '../services/spawner/backends/kubernetes-objects.js';
 import { errors } from './errors.js';
+import { mergedWith } from './json.js';
 
 export interface Profile {
   name: string;
@@ -13,9 +15,42 @@ export interface Profile {
   default?: boolean;
   /** `"Section.option": value`, validated by the config schema */
   overrides?: Record<string, unknown>;
+  /** a profile of `KubeSpawner.profile_list`: its overrides merge objects (KubeSpawner's rule), its profile_options choose more */
+  kube?: KubeProfile;
 }
 
-export const profilesOf = (config: HubConfig): Profile[] => config.Spawner.profiles as Profile[];
+const kubeProfiles = new WeakMap<HubConfig, Profile[]>();
+
+/**
+ * The profiles a start chooses from: `Spawner.profiles`, and with the Kubernetes backend `KubeSpawner.profile_list`
+ * (KubeSpawner's own form: slug, kubespawner_override, profile_options) as profiles of the same kind.
+ */
+export function profilesOf(config: HubConfig): Profile[] {
+  const own = config.Spawner.profiles as Profile[];
+  if (config.Hub.spawner_class !== 'kubernetes') return own;
+  let kube = kubeProfiles.get(config);
+  if (!kube) {
+    kube = kubeProfileList(config.KubeSpawner.profile_list).profiles.map((p) => ({
+      name: p.slug, display_name: p.display_name, description: p.description || undefined, default: p.default,
+      overrides: overridesOf(p.kubespawner_override), kube: p,
+    }));
+    kubeProfiles.set(config, kube);
+  }
+  return kube.length ? [...own, ...kube] : own;
+}
+
+/**
+ * A kubespawner_override as overrides of sections: an option of `KubeSpawner` goes there, else one of `Spawner` (such
+ * as default_url), as KubeSpawner's attributes include its base class's; the config check refuses any other key.
+ */
+function overridesOf(override: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(override)) {
+    if (Object.hasOwn(SCHEMA.KubeSpawner, k)) out[`KubeSpawner.${k}`] = v;
+    else if (Object.hasOwn(SCHEMA.Spawner, k)) out[`Spawner.${k}`] = v;
+  }
+  return out;
+}
 
 /**
  * The profile a start uses: `user_options.profile` when given, else the one marked default, else the
@@ -24,22 +59,48 @@ export const profilesOf = (config: HubConfig): Profile[] => config.Spawner.profi
 export function chooseProfile(config: HubConfig, userOptions: Record<string, unknown>): Profile | null {
   const all = profilesOf(config);
   const wanted = userOptions.profile;
-  if (wanted === undefined || wanted === null || wanted === '') return all.find((p) => p.default) ?? all[0] ?? null;
+  if (wanted === undefined || wanted === null || wanted === '') {
+    const dflt = all.find((p) => p.default) ?? all[0] ?? null;
+    choicesOf(dflt, userOptions);
+    return dflt;
+  }
   if (typeof wanted !== 'string') throw errors.badRequest('user_options.profile must be a string');
   if (!all.length) throw errors.badRequest(`Unknown profile '${wanted.slice(0, 64)}': this hub offers no profiles`);
   const found = all.find((p) => p.name === wanted);
   if (!found) throw errors.badRequest(`Unknown profile '${wanted.slice(0, 64)}'; choose one of: ${all.map((p) => p.name).join(', ')}`);
+  choicesOf(found, userOptions);
   return found;
 }
 
-/** One config section with the profile's overrides applied (`Spawner.environment` is merged, not replaced). */
-export function withOverrides<S extends keyof HubConfig>(config: HubConfig, section: S, profile: Profile | null): HubConfig[S] {
+/** The overrides a KubeSpawner profile's options choose (a wrong choice is the client's mistake: 400, before anything starts). */
+function choicesOf(profile: Profile | null, userOptions: Record<string, unknown>): Record<string, unknown>[] {
+  if (!profile?.kube) return [];
+  try {
+    return profileOptionOverrides(profile.kube, userOptions).map(overridesOf);
+  } catch (e) {
+    throw errors.badRequest((e as Error).message);
+  }
+}
+
+/**
+ * One config section with the profile's overrides applied (`Spawner.environment` is merged, not replaced; a
+ * KubeSpawner profile merges every object, and `userOptions` choose among its profile_options, applied after it).
+ */
+export function withOverrides<S extends keyof HubConfig>(config: HubConfig, section: S, profile: Profile | null, userOptions: Record<string, unknown> = {}): HubConfig[S] {
   const base = config[section] as Record<string, unknown>;
-  const out: Record<string, unknown> = { ...base };
-  for (const [key, value] of Object.entries(profile?.overrides ?? {})) {
-    const [s, option] = key.split('.');
-    if (s !== section) continue;
-    out[option] = section === 'Spawner' && option === 'environment' ? { ...(base.environment as object), ...(value as object) } : value;
+  let out: Record<string, unknown> = { ...base };
+  for (const overrides of [profile?.overrides ?? {}, ...choicesOf(profile, userOptions)]) {
+    const mine: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(overrides)) {
+      const [s, option] = key.split('.');
+      if (s === section) mine[option] = value;
+    }
+    if (profile?.kube) out = applyKubespawnerOverride(out, mine);
+    else {
+      for (const [option, value] of Object.entries(mine)) {
+        out[option] = section === 'Spawner' && option === 'environment' ? { ...(base.environment as object), ...(value as object) } : value;
+      }
+    }
   }
   return out as HubConfig[S];
 }
@@ -123,17 +184,6 @@ export function userOptionSettings(config: HubConfig, userOptions: Record<string
 
 const isPlainObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
-/** `target` updated by `update` at every depth, as the established hub merges dict overrides: null removes a key. */
-function mergedWith(target: Record<string, unknown>, update: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...target };
-  for (const [k, v] of Object.entries(update)) {
-    if (v === null) delete out[k];
-    // defineProperty: a key named "__proto__" stays a key
-    else Object.defineProperty(out, k, { value: isPlainObject(v) ? mergedWith(isPlainObject(out[k]) ? out[k] : {}, v) : v, enumerable: true, writable: true, configurable: true });
-  }
-  return out;
-}
-
 /**
  * One config section as a start runs with it, in the established hub's order: the configured options; then each
  * group override the user's groups select, names sorted (an object, such as `environment`, merged; any other
@@ -152,5 +202,5 @@ export function sectionFor<S extends keyof HubConfig>(config: HubConfig, section
     }
   }
   for (const s of userOptionSettings(config, start.userOptions)) if (s.section === section) out[s.option] = s.value;
-  return withOverrides({ ...config, [section]: out } as HubConfig, section, start.profile);
+  return withOverrides({ ...config, [section]: out } as HubConfig, section, start.profile, start.userOptions);
 }

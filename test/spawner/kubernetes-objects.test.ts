@@ -6,6 +6,8 @@ import test from 'ava';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { V1Container, V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import { escapeSlug, isValidLabelValue, kubeObjects, kubeSpawnerOptionProblems, legacyPvcName, multiSlug, safeSlug, type KubeObjectsInput } from '../../services/spawner/backends/kubernetes-objects.js';
+import { ConfigError, validateConfig } from '../../shared/config.js';
+import { chooseProfile, profilesOf, sectionFor } from '../../shared/profiles.js';
 import { ensureCluster } from './kube-cluster.js';
 
 const input = (options: Record<string, unknown>, over: Partial<KubeObjectsInput> = {}): KubeObjectsInput => ({
@@ -89,8 +91,10 @@ test('objects: bad options are refused with a readable error naming the option',
   t.throws(() => kubeObjects(input({ pod_name_template: 'Jupyter_{username}' })), { message: /KubeSpawner\.pod_name_template gives "Jupyter_ann"/ });
   t.throws(() => kubeObjects(input({ mem_limit: 'lots' })), { message: /KubeSpawner\.mem_limit: expected a size/ });
   t.throws(() => kubeObjects(input({ extra_resource_limits: { 'nvidia.com/gpu': 'one' } })), { message: /KubeSpawner\.extra_resource_limits\["nvidia\.com\/gpu"\]/ });
-  t.deepEqual(kubeSpawnerOptionProblems({}), []);
-  t.true(kubeSpawnerOptionProblems({ cpu_limit: 'two' }).some((l) => l.startsWith('KubeSpawner.cpu_limit:')));
+  t.deepEqual(kubeSpawnerOptionProblems({ image: 'localhost/x:1' }), []);
+  t.deepEqual(kubeSpawnerOptionProblems({}), ['KubeSpawner.image is not set: name the image servers run in']);
+  // every problem, not only the first
+  t.deepEqual(kubeSpawnerOptionProblems({ image: 'x', cpu_limit: 'two', uid: 'root' }).map((l) => l.split(':')[0]), ['KubeSpawner.cpu_limit', 'KubeSpawner.uid']);
 });
 
 // ---- the real API server: every manifest accepted by a server-side dry run, no field dropped ----
@@ -111,6 +115,7 @@ const dryRun = { dryRun: 'All', fieldValidation: 'Strict' } as const;
  */
 function notKept(sent: unknown, got: unknown, path = ''): string | null {
   if (Array.isArray(sent)) {
+    if (!sent.length && got === undefined) return null;
     if (!Array.isArray(got) || got.length < sent.length) return `${path}: sent ${JSON.stringify(sent)}, got ${JSON.stringify(got)}`;
     for (let i = 0; i < sent.length; i++) {
       const why = notKept(sent[i], got[i], `${path}[${i}]`);
@@ -126,7 +131,7 @@ function notKept(sent: unknown, got: unknown, path = ''): string | null {
     }
     return null;
   }
-  // Kubernetes leaves out false, 0 and "" of plain (not pointer) fields: the same value
+  // Kubernetes leaves out false, 0, "" and [] of plain (not pointer) fields: the same value
   return sent === got || (got === undefined && (sent === false || sent === 0 || sent === '')) ? null : `${path}: sent ${JSON.stringify(sent)}, got ${JSON.stringify(got)}`;
 }
 
@@ -328,4 +333,125 @@ test('cluster: a per-user namespace and the objects in it', async (t) => {
   await core.createNamespacedSecret({ namespace: o.namespace, body: o.secret, ...dryRun });
   const made = await core.readNamespace({ name: o.namespace });
   t.is(made.metadata?.labels?.['hub.jupyter.org/username'], safeSlug('Carol', isValidLabelValue));
+});
+
+// ---- profiles (KubeSpawner.profile_list) and the configuration's checks ----
+
+const PROFILE_LIST = [
+  {
+    display_name: 'Small', slug: 'small', default: true,
+    kubespawner_override: { mem_limit: '512M', extra_labels: { size: 'small' } },
+  },
+  {
+    display_name: 'GPU box', description: 'one GPU',
+    kubespawner_override: {
+      extra_resource_limits: { 'nvidia.com/gpu': '1' }, default_url: '/lab',
+      tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }],
+      extra_labels: { size: 'gpu', team: null }, environment: { GPU: 'yes' },
+    },
+    profile_options: {
+      image: {
+        display_name: 'Image',
+        choices: {
+          base: { display_name: 'Base', kubespawner_override: { image: 'localhost/base:1' } },
+          lab: { display_name: 'Lab', default: true, kubespawner_override: { image: 'localhost/lab:1' } },
+        },
+        unlisted_choice: { enabled: true, validation_regex: '^localhost/.+:.+$', validation_message: 'Must be a local image', kubespawner_override: { image: '{value}', extra_annotations: { chosen: '{value}' } } },
+      },
+    },
+  },
+];
+
+const kubeConfig = (KubeSpawner: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  validateConfig({ Hub: { spawner_class: 'kubernetes' }, KubeSpawner: { image: 'localhost/singleuser:1', ...KubeSpawner }, ...extra });
+
+const configProblems = (KubeSpawner: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
+  try {
+    kubeConfig(KubeSpawner, extra);
+    return [];
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    return e.problems;
+  }
+};
+
+/** The KubeSpawner section a start of `userOptions` runs with, as the spawner makes it. */
+function startSection(config: ReturnType<typeof kubeConfig>, userOptions: Record<string, unknown>) {
+  const profile = chooseProfile(config, userOptions);
+  const start = { profile, groups: [], userOptions };
+  return { options: sectionFor(config, 'KubeSpawner', start) as unknown as Record<string, unknown>, spawner: sectionFor(config, 'Spawner', start) };
+}
+
+test('profiles: KubeSpawner.profile_list is the profiles offered, kubespawner_override applies to the KubeSpawner section', (t) => {
+  const config = kubeConfig({ profile_list: PROFILE_LIST, extra_labels: { team: 'a', size: 'none' }, environment: { BASE: '1' } });
+  t.deepEqual(profilesOf(config).map((p) => [p.name, p.display_name, Boolean(p.default)]), [['small', 'Small', true], ['gpu-box', 'GPU box', false]]);
+  // the default profile: its override; objects merged into the section's
+  const small = startSection(config, {});
+  t.is(small.options.mem_limit, '512M');
+  t.deepEqual(small.options.extra_labels, { team: 'a', size: 'small' });
+  const smallPod = kubeObjects(input(small.options)).pod;
+  t.is(notebook(smallPod).resources!.limits!.memory, String(512 * 2 ** 20));
+  // the GPU profile: merged objects (null removes a key), a Spawner option (default_url) to Spawner, the default choice
+  const gpu = startSection(config, { profile: 'gpu-box' });
+  t.deepEqual(gpu.options.extra_labels, { size: 'gpu' });
+  t.deepEqual(gpu.options.environment, { BASE: '1', GPU: 'yes' });
+  t.is(gpu.spawner.default_url, '/lab');
+  t.is(gpu.options.image, 'localhost/lab:1');
+  const pod = kubeObjects(input(gpu.options)).pod;
+  t.is(notebook(pod).resources!.limits!['nvidia.com/gpu'], '1');
+  t.is(notebook(pod).image, 'localhost/lab:1');
+  t.is(pod.spec!.tolerations![0].key, 'nvidia.com/gpu');
+  // a choice, a free-form value ({value} expanded), and the mistakes a client can make: 400 naming them
+  t.is(startSection(config, { profile: 'gpu-box', image: 'base' }).options.image, 'localhost/base:1');
+  const own = startSection(config, { profile: 'gpu-box', 'image--unlisted-choice': 'localhost/mine:2' }).options;
+  t.is(own.image, 'localhost/mine:2');
+  t.deepEqual(own.extra_annotations, { chosen: 'localhost/mine:2' });
+  for (const [options, want] of [
+    [{ profile: 'gpu-box', image: 'huge' }, /Invalid choice "huge" for 'image' of profile 'gpu-box'/],
+    [{ profile: 'gpu-box', 'image--unlisted-choice': 'docker.io/evil:1' }, /Invalid value for 'image': Must be a local image/],
+    [{ profile: 'nope' }, /Unknown profile 'nope'; choose one of: small, gpu-box/],
+  ] as const) {
+    const e = t.throws(() => chooseProfile(config, options as Record<string, unknown>));
+    t.is((e as unknown as { status: number }).status, 400);
+    t.regex(e!.message, want);
+  }
+});
+
+test('config: bad KubeSpawner options stop the hub, each on a line naming it (profiles too)', (t) => {
+  t.deepEqual(configProblems({}), []);
+  t.deepEqual(configProblems({ profile_list: PROFILE_LIST }), []);
+  const lines = configProblems({
+    tolerations: 'all', uid: 'root', pod_name_template: 'jupyter-{nope}', extra_resource_limits: { 'nvidia.com/gpu': 'one' },
+    storage_pvc_ensure: true,
+  });
+  for (const want of [/^KubeSpawner\.tolerations:/, /^KubeSpawner\.uid:/, /^KubeSpawner\.pod_name_template: \{nope\}/, /^KubeSpawner\.extra_resource_limits\["nvidia\.com\/gpu"\]/, /^KubeSpawner\.storage_capacity is not set/]) {
+    t.true(lines.some((l) => want.test(l)), `${want} in:\n${lines.join('\n')}`);
+  }
+  const profileLines = configProblems({
+    profile_list: [
+      { display_name: 'Bad', kubespawner_override: { cpu_limit: 'lots', no_such_option: 1 } },
+      { slug: 'opts', display_name: 'Opts', profile_options: { image: { choices: { x: { kubespawner_override: { image_pull_policy: 'Sometimes' } } } }, empty: { choices: {} } } },
+    ],
+  });
+  for (const want of [/^KubeSpawner\.profile_list "bad": KubeSpawner\.cpu_limit:/, /kubespawner_override "no_such_option" is not an option/,
+    /^KubeSpawner\.profile_list "opts" \(image: x\): KubeSpawner\.image_pull_policy/, /profile_options\.empty: needs choices/]) {
+    t.true(profileLines.some((l) => want.test(l)), `${want} in:\n${profileLines.join('\n')}`);
+  }
+  // our own profiles may override KubeSpawner options: checked the same way
+  const ours = configProblems({}, { Spawner: { profiles: [{ name: 'gpu', display_name: 'GPU', overrides: { 'KubeSpawner.extra_resource_limits': { 'nvidia.com/gpu': 'x' } } }] } });
+  t.true(ours.some((l) => /^Spawner\.profiles "gpu": KubeSpawner\.extra_resource_limits/.test(l)), ours.join('\n'));
+  // the image: required, unless every profile gives one
+  t.true(configProblems({ image: '' }).some((l) => /KubeSpawner\.image is not set/.test(l)));
+  t.deepEqual(configProblems({ image: '', profile_list: [{ display_name: 'A', kubespawner_override: { image: 'localhost/a:1' } }] }), []);
+});
+
+test('cluster: a profile with kubespawner_override (a GPU) makes a pod the API server takes', async (t) => {
+  const core = await coreApi();
+  const config = kubeConfig({ profile_list: PROFILE_LIST });
+  const { options } = startSection(config, { profile: 'gpu-box', image: 'base' });
+  const o = kubeObjects(input(options, { username: 'dana' }));
+  const pod = await core.createNamespacedPod({ namespace: o.namespace, body: o.pod, ...dryRun });
+  t.is(pod.spec?.containers[0].image, 'localhost/base:1');
+  t.is(pod.spec?.containers[0].resources?.requests?.['nvidia.com/gpu'], '1', 'an extended resource\'s request defaults to its limit');
+  t.is(notKept(o.pod, await dryRunCreate(`/api/v1/namespaces/${o.namespace}/pods`, o.pod)), null);
 });

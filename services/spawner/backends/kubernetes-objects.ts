@@ -11,6 +11,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Limits } from '../backend.js';
 import { parseByteSize } from '../../../shared/bytes.js';
+import { mergedWith } from '../../../shared/json.js';
 
 export interface KubeObjectsInput {
   /** the hub's user name, as is (slugs are made here) */
@@ -573,7 +574,7 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
     ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
     ...(Object.keys(lifecycle).length ? { lifecycle: camelTop(lifecycle) } : {}),
     resources,
-    volumeMounts: volumeMounts as unknown as V1Container['volumeMounts'],
+    ...(volumeMounts.length ? { volumeMounts: volumeMounts as unknown as V1Container['volumeMounts'] } : {}),
     ...(Object.keys(containerSecurity).length ? { securityContext: containerSecurity } : {}),
   };
   // KubeSpawner.extra_container_config: fields of the server's container, each replacing the field made above
@@ -584,8 +585,8 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
   const spec: V1PodSpec = {
     restartPolicy: 'OnFailure',
     containers: [container, ...containers(o, 'extra_containers', fields)],
-    volumes: volumes as unknown as V1PodSpec['volumes'],
   };
+  if (volumes.length) spec.volumes = volumes as unknown as V1PodSpec['volumes'];
   const initContainers = containers(o, 'init_containers', fields);
   if (initContainers.length) spec.initContainers = initContainers;
   const pullSecrets = imagePullSecrets(o);
@@ -678,22 +679,190 @@ export function legacyPvcName(input: KubeObjectsInput): string {
   return expandTemplate(str(o, 'pvc_name_template', 'claim-{user_server}'), fields, name('pvc_name_template'));
 }
 
+// ---- KubeSpawner.profile_list: profiles with kubespawner_override and profile_options ----
+
+export interface KubeProfileChoice {
+  display_name: string;
+  default: boolean;
+  kubespawner_override: Record<string, unknown>;
+}
+
+export interface KubeProfileOption {
+  display_name: string;
+  choices: Record<string, KubeProfileChoice>;
+  unlisted_choice: { enabled: boolean; display_name: string; validation_regex: string; validation_message: string; kubespawner_override: Record<string, unknown> };
+}
+
+export interface KubeProfile {
+  slug: string;
+  display_name: string;
+  description: string;
+  default: boolean;
+  kubespawner_override: Record<string, unknown>;
+  profile_options: Record<string, KubeProfileOption>;
+}
+
+/** A slug from a display name, as KubeSpawner makes a missing one (python-slugify: ASCII letters and digits, "-" between). */
+export function slugify(text: string): string {
+  return text.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').replace(/['\u2019]/g, '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '');
+}
+
 /**
- * Every problem of a `KubeSpawner` section (and of the options a profile gives it), one line each naming the
- * option: what `kubeObjects` would refuse at a start, found when the hub starts. Templates are tried with a
- * user name that needs every kind of escaping.
+ * `KubeSpawner.profile_list` as KubeSpawner initialises it: a list (or an object whose values, sorted by key, make it),
+ * a slug from the display name when none is given, the first profile the default when none is, the first choice of
+ * each option the default when none is. Every problem of its shape, one line each.
+ */
+export function kubeProfileList(value: unknown): { profiles: KubeProfile[]; problems: string[] } {
+  const problems: string[] = [];
+  let list: unknown[];
+  try {
+    list = listOrSortedDict(name('profile_list'), value);
+  } catch (e) {
+    return { profiles: [], problems: [(e as Error).message] };
+  }
+  const profiles: KubeProfile[] = [];
+  const overrideOf = (where: string, v: unknown) => {
+    if (v === undefined || v === null) return {};
+    if (!isObject(v)) problems.push(`${where}.kubespawner_override: expected an object of option: value`);
+    return isObject(v) ? v : {};
+  };
+  const text = (where: string, v: unknown, required = false) => {
+    if (v === undefined || v === null) {
+      if (required) problems.push(`${where}: required, a string`);
+      return '';
+    }
+    if (typeof v !== 'string') problems.push(`${where}: expected a string, got ${show(v)}`);
+    return typeof v === 'string' ? v : '';
+  };
+  list.forEach((raw, i) => {
+    const where = `${name('profile_list')}[${i}]`;
+    if (!isObject(raw)) return void problems.push(`${where}: expected an object (display_name, slug, kubespawner_override, profile_options...)`);
+    const display = text(`${where}.display_name`, raw.display_name, true);
+    const slug = raw.slug === undefined ? slugify(display) : text(`${where}.slug`, raw.slug);
+    const label = `${name('profile_list')} ${JSON.stringify(slug || display || String(i))}`;
+    if (!slug) problems.push(`${label}: needs a slug (or a display_name to make one from)`);
+    else if (profiles.some((p) => p.slug === slug)) problems.push(`${label}: slug ${JSON.stringify(slug)} used twice`);
+    if (raw.default !== undefined && typeof raw.default !== 'boolean') problems.push(`${label}.default: expected true or false`);
+    const options: Record<string, KubeProfileOption> = {};
+    if (raw.profile_options !== undefined && !isObject(raw.profile_options)) problems.push(`${label}.profile_options: expected an object of option name: {display_name, choices, unlisted_choice}`);
+    for (const [key, rawOption] of Object.entries(isObject(raw.profile_options) ? raw.profile_options : {})) {
+      const ow = `${label}.profile_options.${key}`;
+      if (key === 'profile' || key.endsWith('--unlisted-choice')) problems.push(`${ow}: the name is taken (user_options.profile, and <name>--unlisted-choice for a free-form value)`);
+      if (!isObject(rawOption)) { problems.push(`${ow}: expected an object`); continue; }
+      const choices: Record<string, KubeProfileChoice> = {};
+      if (rawOption.choices !== undefined && !isObject(rawOption.choices)) problems.push(`${ow}.choices: expected an object of key: {display_name, default, kubespawner_override}`);
+      for (const [ck, rawChoice] of Object.entries(isObject(rawOption.choices) ? rawOption.choices : {})) {
+        if (!isObject(rawChoice)) { problems.push(`${ow}.choices.${ck}: expected an object`); continue; }
+        choices[ck] = { display_name: text(`${ow}.choices.${ck}.display_name`, rawChoice.display_name) || ck, default: rawChoice.default === true, kubespawner_override: overrideOf(`${ow}.choices.${ck}`, rawChoice.kubespawner_override) };
+      }
+      const keys = Object.keys(choices);
+      if (keys.length && !keys.some((k) => choices[k].default)) choices[keys[0]].default = true;
+      const u = isObject(rawOption.unlisted_choice) ? rawOption.unlisted_choice : {};
+      const regex = text(`${ow}.unlisted_choice.validation_regex`, u.validation_regex);
+      if (regex) {
+        try { new RegExp(regex, 'u'); } catch (e) { problems.push(`${ow}.unlisted_choice.validation_regex: ${(e as Error).message}`); }
+      }
+      const unlisted = { enabled: u.enabled === true, display_name: text(`${ow}.unlisted_choice.display_name`, u.display_name), validation_regex: regex, validation_message: text(`${ow}.unlisted_choice.validation_message`, u.validation_message), kubespawner_override: overrideOf(`${ow}.unlisted_choice`, u.kubespawner_override) };
+      if (!keys.length && !unlisted.enabled) problems.push(`${ow}: needs choices, or an enabled unlisted_choice`);
+      options[key] = { display_name: text(`${ow}.display_name`, rawOption.display_name) || key, choices, unlisted_choice: unlisted };
+    }
+    profiles.push({
+      slug, display_name: display, description: text(`${label}.description`, raw.description), default: raw.default === true,
+      kubespawner_override: overrideOf(label, raw.kubespawner_override), profile_options: options,
+    });
+  });
+  if (profiles.length && !profiles.some((p) => p.default)) profiles[0].default = true;
+  return { profiles, problems };
+}
+
+/** `{value}` in every string of an unlisted choice's override, as KubeSpawner's recursive_format puts the value there. */
+function withValue(v: unknown, value: string): unknown {
+  if (typeof v === 'string') return v.replaceAll('{value}', value);
+  if (Array.isArray(v)) return v.map((x) => withValue(x, value));
+  if (isObject(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, withValue(x, value)]));
+  return v;
+}
+
+/**
+ * The overrides a start's user_options choose within a profile, in the order KubeSpawner applies them (the options
+ * in their order; for each the chosen choice, the free-form value, or the default). A choice the profile does not
+ * offer, a free-form value where none is allowed or one that does not match its pattern: an Error saying which.
+ */
+export function profileOptionOverrides(profile: KubeProfile, userOptions: Record<string, unknown>): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const [key, option] of Object.entries(profile.profile_options)) {
+    const unlisted = userOptions[`${key}--unlisted-choice`];
+    const choice = userOptions[key];
+    if (unlisted !== undefined && unlisted !== null && unlisted !== '') {
+      if (typeof unlisted !== 'string') throw new Error(`user_options["${key}--unlisted-choice"] must be a string`);
+      if (!option.unlisted_choice.enabled) throw new Error(`Profile '${profile.slug}' takes no free-form value for '${key}': choose one of ${Object.keys(option.choices).join(', ')}`);
+      const re = option.unlisted_choice.validation_regex;
+      // Python's re.match: anchored at the start only
+      if (re && !new RegExp(re.startsWith('^') ? re : `^(?:${re})`, 'u').test(unlisted)) {
+        throw new Error(`Invalid value for '${key}': ${option.unlisted_choice.validation_message || `must match ${re}`}`);
+      }
+      out.push(withValue(option.unlisted_choice.kubespawner_override, unlisted) as Record<string, unknown>);
+    } else if (choice !== undefined && choice !== null && choice !== '') {
+      if (typeof choice !== 'string' || !Object.hasOwn(option.choices, choice)) {
+        throw new Error(`Invalid choice ${show(choice).slice(0, 64)} for '${key}' of profile '${profile.slug}': choose one of ${Object.keys(option.choices).join(', ') || '(none: give a free-form value)'}`);
+      }
+      out.push(option.choices[choice].kubespawner_override);
+    } else {
+      const dflt = Object.values(option.choices).find((c) => c.default);
+      if (!dflt) throw new Error(`Profile '${profile.slug}' needs a value for '${key}' (user_options["${key}--unlisted-choice"])`);
+      out.push(dflt.kubespawner_override);
+    }
+  }
+  return out;
+}
+
+/** `section` with a kubespawner_override applied as KubeSpawner applies one: objects merged at every depth (null removes a key), anything else replaced. */
+export function applyKubespawnerOverride(section: Record<string, unknown>, override: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...section };
+  for (const [k, v] of Object.entries(override)) out[k] = isObject(v) && isObject(out[k]) ? mergedWith(out[k] as Record<string, unknown>, v) : v;
+  return out;
+}
+
+/**
+ * Every problem of a `KubeSpawner` section (as the config holds it, defaults filled), one line each naming the
+ * option: what `kubeObjects` would refuse at a start. With a profile_list, each profile (and each choice of its
+ * options) is checked as a start would use it; keys of kubespawner_override that are not options of the section
+ * are left to the caller (they may be `Spawner` options).
  */
 export function kubeSpawnerOptionProblems(section: Record<string, unknown>): string[] {
-  const problems: string[] = [];
-  const sample: KubeObjectsInput = {
-    username: 'Üser.Name@example.org', servername: 'Named Server', id: 'check', hubId: 'check', cmd: [], env: {},
-    port: 8888, limits: { memBytes: null, cpu: null }, notebookDir: '', options: { image: 'check', ...section },
+  const { profiles, problems } = kubeProfileList(section.profile_list ?? []);
+  const check = (options: Record<string, unknown>, where: string) => {
+    // each error names one option: that one back to its default, then again, so every problem is listed
+    const tried = { ...options };
+    for (let i = 0; i <= Object.keys(options).length; i++) {
+      try {
+        kubeObjects({ ...SAMPLE, options: tried });
+        return;
+      } catch (e) {
+        const message = (e as Error).message;
+        const line = where ? `${where}: ${message}` : message;
+        if (!problems.includes(line)) problems.push(line);
+        const key = /^KubeSpawner\.([a-z0-9_]+)/.exec(message)?.[1];
+        if (!key || !Object.hasOwn(tried, key)) return;
+        delete tried[key];
+      }
+    }
   };
-  try {
-    kubeObjects(sample);
-  } catch (e) {
-    problems.push((e as Error).message);
+  const own = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([k]) => Object.hasOwn(section, k)));
+  if (!profiles.length) check(section, '');
+  for (const p of profiles) {
+    const base = applyKubespawnerOverride(section, own(p.kubespawner_override));
+    const where = `${name('profile_list')} ${JSON.stringify(p.slug)}`;
+    check(base, where);
+    for (const [key, option] of Object.entries(p.profile_options)) {
+      for (const [ck, c] of Object.entries(option.choices)) check(applyKubespawnerOverride(base, own(c.kubespawner_override)), `${where} (${key}: ${ck})`);
+    }
   }
   return problems;
 }
 
+/** A user with nothing to escape: templates that suit the hub's names pass (names with any character are tested apart). */
+const SAMPLE: KubeObjectsInput = {
+  username: 'sample-user', servername: '', id: 'sample', hubId: 'sample', cmd: [], env: {}, port: 8888,
+  limits: { memBytes: null, cpu: null }, notebookDir: '', options: {},
+};
