@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, sleep, type HubUnderTest } from '../harness.js';
+import type { Response } from 'playwright-core';
 import { launchBrowser, type Browser, type Page } from './browser.js';
 
 export const VENV = join(REPO, '.cache', 'jupyter-6.1');
@@ -123,4 +124,45 @@ export async function newNotebook(page: Page): Promise<{ title: string; run: (co
       return (await output.innerText()).trim();
     },
   };
+}
+
+/**
+ * The current notebook saved as `name`: on an untitled file's first save JupyterLab asks for a name (its
+ * `renameUntitledFileOnSave`, on by default); the tab then carries the name and no unsaved mark.
+ */
+export async function saveNotebookAs(page: Page, name: string): Promise<void> {
+  await page.keyboard.press('Control+s');
+  const dialog = page.locator('.jp-Dialog');
+  await dialog.locator('input:not([type=checkbox])').fill(name);
+  await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
+  await dialog.waitFor({ state: 'detached' });
+  await page.locator('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current:not(.jp-mod-dirty)', { hasText: name }).waitFor();
+}
+
+/** A file's row in JupyterLab's file browser, by its exact name. */
+export const fileRow = (page: Page, name: string) =>
+  page.locator('.jp-DirListing-item', { has: page.locator('.jp-DirListing-itemText', { hasText: new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }) });
+
+/**
+ * In JupyterLab's file browser: right-click `name` → Copy Shareable Link; returns what it put on the clipboard,
+ * read back as a page's script would (the context was granted clipboard-read).
+ */
+export async function copyShareableLink(page: Page, name: string): Promise<string> {
+  await fileRow(page, name).click({ button: 'right' });
+  await page.locator('.lm-Menu-item[data-command="filebrowser:share-main"]').click();
+  // the copy happens in the menu's click; the clipboard is read until it holds something (it starts empty)
+  const handle = await page.waitForFunction(async () => (await navigator.clipboard.readText()) || null, undefined, { timeout: 5000, polling: 100 });
+  return String(await handle.jsonValue());
+}
+
+/** Each URL of a navigation, from the first asked to the one answered (the redirects between). */
+export function hopsOf(response: Response | null): string[] {
+  const hops: string[] = [];
+  for (let r = response?.request() ?? null; r; r = r.redirectedFrom()) hops.unshift(r.url());
+  return hops;
+}
+
+/** One value of JupyterLab's page config (what the single-user server put in the page: hubUser, hubServerUser...). */
+export function pageConfig(page: Page, key: string): Promise<unknown> {
+  return page.evaluate((k) => (JSON.parse(document.getElementById('jupyter-config-data')?.textContent ?? '{}') as Record<string, unknown>)[k], key);
 }

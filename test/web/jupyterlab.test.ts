@@ -2,6 +2,9 @@
 // `scripts/setup.mjs --for-tests` makes under .cache/jupyter-6.1) behind this hub, driven in a real browser as a
 // person uses it: the hub's login page, the home page's start button, JupyterLab's own UI, a notebook whose cell
 // runs on the venv's kernel over the gateway's WebSocket proxy, File → Hub Control Panel and File → Log Out.
+// The notebook saved, its shareable link copied from the file browser (JupyterLab's /hub/user-redirect link): it
+// opens the notebook on the server of whoever opens it, as with the established hub; alice shares her server with
+// bob from the hub's share page, and bob reaches her notebook through the share; carol, not shared it, is refused.
 // Then the established idle culler 2.0 from the same venv, as a hub-managed service with only the scopes its
 // README asks for, stops an idle server. Each test has its own hub; nothing is skipped.
 import test, { type ExecutionContext } from 'ava';
@@ -11,9 +14,13 @@ import { isAlive, sleep, startHub, waitFor } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { serverRecord, systemAccounts } from '../spawner/helpers.js';
 import { login, newPage } from './browser.js';
-import { CULLER, logsOf, newNotebook, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
+import {
+  copyShareableLink, CULLER, fileRow, hopsOf, logsOf, newNotebook, pageConfig, saveNotebookAs, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence,
+} from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
+/** the notebook alice saves and shares */
+const NOTEBOOK = 'for-bob.ipynb';
 const accounts = systemAccounts('h10l');
 const browser = venvBrowser(accounts);
 
@@ -24,19 +31,31 @@ const browser = venvBrowser(accounts);
  */
 async function labSession(t: ExecutionContext, base: string, accountRole: string): Promise<void> {
   const user = accounts.name(accountRole);
-  accounts.addUser(user);
+  // bob: shared alice's server; carol: not
+  const bob = accounts.name(`${accountRole}b`);
+  const carol = accounts.name(`${accountRole}c`);
+  for (const u of [user, bob, carol]) accounts.addUser(u);
   /** a path of the hub's URL space as the browser sees it under `base` */
   const at = (path: string) => (base === '/' ? path : `${base.slice(0, -1)}${path}`);
   const hub = await startHub({
     config: {
-      Hub: { spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1, ...(base === '/' ? {} : { base_url: base }) },
+      Hub: {
+        spawner_class: 'localprocess', authenticator_class: 'dummy', env_prefix_aliases: ['JUPYTERHUB_'], activity_resolution: 1, ...(base === '/' ? {} : { base_url: base }),
+        // sharing on, as the established hub's sharing tutorial has it: users share their own servers with people by name
+        load_roles: [{ name: 'user', scopes: ['self', 'shares!user', 'read:users:name', 'read:groups:name'] }],
+      },
       DummyAuthenticator: { password: PASSWORD },
       Spawner: venvSpawnerConfig(),
     },
   });
   const { context, page, errors } = await newPage(browser());
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: hub.url });
+  const bobs = await newPage(browser());
+  const carols = await newPage(browser());
   try {
-    await withEvidence(t, [{ page, errors }], hub, async () => {
+    await withEvidence(t, [{ page, errors }, bobs, carols], hub, async () => {
+      // bob has signed in once (the hub knows him: alice can share with him)
+      await login(bobs.page, `${hub.url}${at('/').slice(0, -1)}`, bob, PASSWORD);
       // the hub's login page, then its home page's start button: spawn-pending, then the server's default URL
       await login(page, `${hub.url}${at('/').slice(0, -1)}`, user, PASSWORD);
       t.is(new URL(page.url()).pathname, at('/hub/home'));
@@ -53,6 +72,17 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
       // the kernel is the venv's python, running as the user
       t.is(await notebook.run('import sys, getpass; print(sys.executable, getpass.getuser())'), `${join(realpathSync(VENV), 'bin', 'python')} ${user}`);
 
+      // saved under a name; the file browser's Copy Shareable Link gives the link JupyterLab 4.6 makes with the 6.1
+      // server's page config (shareUrl: the hub's /hub/user-redirect): it names the path, not the person
+      await saveNotebookAs(page, NOTEBOOK);
+      const link = await copyShareableLink(page, NOTEBOOK);
+      t.is(link, `${hub.url}${at(`/hub/user-redirect/lab/tree/${NOTEBOOK}`)}`);
+      // alice opens it: her own server, by way of the hub's spawn link (it runs: straight on), the notebook open with
+      // its saved output
+      const opened = await page.goto(link);
+      t.deepEqual(hopsOf(opened), [link, `${hub.url}${at(`/hub/spawn/${user}`)}?next=${encodeURIComponent(at(`/user/${user}/lab/tree/${NOTEBOOK}`))}`, `${hub.url}${at(`/user/${user}/lab/tree/${NOTEBOOK}`)}`]);
+      await page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output', { hasText: /^\s*42\s*$/ }).waitFor({ timeout: 60_000 });
+
       // a notebook with run cells is unsaved: JupyterLab asks before the page goes; a person says leave
       page.on('dialog', (d) => void (d.type() === 'beforeunload' ? d.accept() : d.dismiss()));
 
@@ -62,7 +92,33 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
       const [panel] = await Promise.all([context.waitForEvent('page', { timeout: 15_000 }), page.locator('.lm-Menu-item[data-command="hub:control-panel"]').click()]);
       await panel.waitForURL((u) => u.pathname === at('/hub/home'), { timeout: 15_000 });
       await panel.locator('#default-server .state[data-state=running]').waitFor({ timeout: 15_000 });
+      // alice shares her server with bob from there (the hub's share page)
+      await Promise.all([panel.waitForURL((u) => u.pathname === at(`/hub/share/${user}`)), panel.click('#default-server a[data-action=share]')]);
+      await panel.fill('#share-form input[name=name]', bob);
+      await Promise.all([panel.waitForURL((u) => u.pathname === at(`/hub/share/${user}`)), panel.click('#share-form button[data-action=grant]')]);
+      await panel.locator(`#shares tr[data-grantee="user:${bob}"]`).waitFor();
       await panel.close();
+
+      // bob opens alice's link: as with the established hub 6.1's /hub/user-redirect, it is the path on the visitor's
+      // OWN server (his, started for him by the spawn link), whatever he was shared
+      const bobsOwn = await bobs.page.goto(link);
+      t.deepEqual(hopsOf(bobsOwn).slice(0, 2), [link, `${hub.url}${at(`/hub/spawn/${bob}`)}?next=${encodeURIComponent(at(`/user/${bob}/lab/tree/${NOTEBOOK}`))}`]);
+      await bobs.page.waitForURL((u) => u.pathname === at(`/user/${bob}/lab/tree/${NOTEBOOK}`), { timeout: 60_000 });
+      await bobs.page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
+      t.is(await pageConfig(bobs.page, 'hubServerUser'), bob);
+      // the notebook is alice's, on her server: bob reaches it through the share, from his home's "Shared with me"
+      await bobs.page.goto(`${hub.url}${at('/hub/home')}`);
+      await Promise.all([bobs.page.waitForURL((u) => u.pathname === at('/hub/api/oauth2/authorize'), { timeout: 30_000 }), bobs.page.click(`#shared-with-me tr[data-shared="${user}/"] a[data-action=open]`)]);
+      await Promise.all([bobs.page.waitForURL((u) => u.pathname === at(`/user/${user}/lab`), { timeout: 30_000 }), bobs.page.click('button[type=submit]')]);
+      await fileRow(bobs.page, NOTEBOOK).dblclick({ timeout: 60_000 });
+      await bobs.page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output', { hasText: /^\s*42\s*$/ }).waitFor({ timeout: 60_000 });
+      t.is(await pageConfig(bobs.page, 'hubServerUser'), user);
+      t.is(await pageConfig(bobs.page, 'hubUser'), bob);
+      // carol, not shared anything, opening the notebook on alice's server is refused with a page that says so
+      await login(carols.page, `${hub.url}${at('/').slice(0, -1)}`, carol, PASSWORD);
+      const refused = await carols.page.goto(`${hub.url}${at(`/user/${user}/lab/tree/${NOTEBOOK}`)}`);
+      t.is(refused?.status(), 403, hopsOf(refused).join(' → '));
+      t.regex(await carols.page.locator('main').innerText(), new RegExp(`You do not have permission to access Server at ${at(`/user/${user}/`)}`));
 
       // File → Log Out: the server's logout, then the hub's, which (as the established hub 6.1's) lands on the
       // sign-in page; the hub session is gone
@@ -79,17 +135,17 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
       t.notRegex(serverLog, /Hub has no version header|jupyterhub version \S+ != jupyterhub-singleuser version/, 'the single-user server\'s version check');
     });
   } finally {
-    await context.close();
+    for (const c of [context, bobs.context, carols.context]) await c.close();
     await hub.stop();
-    await userProcessesEnd(user, t);
+    for (const u of [user, bob, carol]) await userProcessesEnd(u, t);
   }
 }
 
-test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook runs print(6*7) on the venv\'s kernel, File → Hub Control Panel and File → Log Out', async (t) => {
+test.serial('jupyterlab: log in, start from home, JupyterLab loads, a notebook runs print(6*7) on the venv\'s kernel, Copy Shareable Link and a share, File → Hub Control Panel and File → Log Out', async (t) => {
   await labSession(t, '/', 'u');
 });
 
-test.serial('jupyterlab: the same session under Hub.base_url /jupyter/: login, start, JupyterLab, a cell, Hub Control Panel and Log Out all under the prefix', async (t) => {
+test.serial('jupyterlab: the same session under Hub.base_url /jupyter/: login, start, JupyterLab, a cell, the shareable link and a share, Hub Control Panel and Log Out all under the prefix', async (t) => {
   await labSession(t, '/jupyter/', 'j');
 });
 
