@@ -29,7 +29,7 @@ test('options: sizes read as the established hub reads them', (t) => {
 
 test('options: spawner_class, limits, aliases and profiles are checked, every problem listed', (t) => {
   const p = problems({
-    Hub: { spawner_class: 'kubernetes', env_prefix_aliases: ['jupyterhub_', 'JUPYTERHUB_'] },
+    Hub: { spawner_class: 'swarm', env_prefix_aliases: ['jupyterhub_', 'JUPYTERHUB_'] },
     Spawner: {
       mem_limit: '12X', cpu_limit: -1,
       profiles: [
