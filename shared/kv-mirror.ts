@@ -4,13 +4,99 @@
 //   - then every change, in bucket order, with its revision (so a caller can wait until it has seen a write);
 //   - after a NATS reconnect (changes may have been missed) or a watch that ends, a fresh copy is loaded and
 //     swapped in whole, with backoff; the old copy keeps answering meanwhile;
-//   - `staleMs()` says how long the copy may have been behind (0 while the watch is live).
-import type { KV, KvEntry, QueuedIterator } from 'nats';
+//   - `staleMs()` says how long the copy may have been behind (0 while the watch is live);
+//   - a NATS cluster member that dies may take the watch's consumer with it while this process's own connection
+//     is fine: reads by direct get (PROBE_MS, and at once when someone waits for a revision it lacks) keep the
+//     copy current meanwhile, and the watch is made again after WATCH_HEARTBEAT_MS × 2–3 (see watchBucket).
+import { consumerOpts, DeliverPolicy, type ConsumerInfo, type JsMsg, type KV } from 'nats';
 import type { Logger } from './log.js';
-import { openKv, type NatsConnection } from './nats.js';
+import { encodeJson, openKv, type NatsConnection } from './nats.js';
 
 const RETRY_FIRST_MS = 250;
-const RETRY_MAX_MS = 10_000;
+// a reload that fails (the bucket's stream electing a leader after a member died) is tried again within 2 s at most
+const RETRY_MAX_MS = 2000;
+/**
+ * How often a watch's consumer says it is alive while nothing changes. The consumer lives on one member of a NATS
+ * cluster; when that member dies nothing tells this process (it may be connected to another member), so the
+ * client counts missed heartbeats: two missed and it makes the consumer again, from the next revision. (nats.js's
+ * own KV watch fixes 5 s.) Making it again needs the cluster's meta leader, which may have died too: until then
+ * the probe below keeps the copy current.
+ */
+export const WATCH_HEARTBEAT_MS = 1000;
+/**
+ * How often a mirror asks the bucket's stream, by a direct get, for anything after its revision: one small
+ * request (answered "nothing newer" while the watch is live) that bounds how far behind a copy can be when its
+ * watch is lost, whatever the cluster is doing (any member with a replica answers).
+ */
+export const PROBE_MS = 1000;
+/** deadline of one JetStream API call of a watch or a catch-up read: retried with backoff while a stream elects its leader */
+const WATCH_API_TIMEOUT_MS = 1000;
+/** catch-up reads per round at most (one per change since the copy's revision); the next probe goes on from there */
+const CATCH_UP_MAX_READS = 10_000;
+
+/** One change of a bucket as a watch or a catch-up read delivers it. */
+export interface BucketEntry { key: string; operation: 'PUT' | 'DEL' | 'PURGE'; value: Uint8Array; revision: number }
+
+/** A stored message of `$KV.<bucket>.<key>` as a change of that key (its operation is in the KV-Operation header). */
+function toEntry(bucket: string, subject: string, operation: string | undefined, value: Uint8Array, revision: number): BucketEntry {
+  return { key: subject.slice(`$KV.${bucket}.`.length), operation: operation === 'DEL' || operation === 'PURGE' ? operation : 'PUT', value, revision };
+}
+
+/**
+ * The first change of the bucket after `revision`, by a direct get (`$JS.API.DIRECT.GET`: any member holding a
+ * replica of a KV bucket's stream answers, leader or not); null when there is none.
+ */
+async function readAfter(nc: NatsConnection, bucket: string, revision: number): Promise<BucketEntry | null> {
+  const m = await nc.request(`$JS.API.DIRECT.GET.KV_${bucket}`, encodeJson({ seq: revision + 1, next_by_subj: `$KV.${bucket}.>` }), { timeout: WATCH_API_TIMEOUT_MS });
+  const h = m.headers;
+  if (h?.hasError && h.code === 404) return null;
+  if (!h || h.hasError) throw new Error(`direct get of ${bucket} answered ${h ? `${h.code} ${h.description}` : 'without headers'}`);
+  return toEntry(bucket, h.get('Nats-Subject'), h.get('KV-Operation'), m.data, Number(h.get('Nats-Sequence')));
+}
+
+interface BucketWatch {
+  stop(): void;
+  /** resolves when the watch ends (stopped, or its subscription closed); with the error when it failed */
+  ended: Promise<Error | undefined>;
+}
+
+/**
+ * Watches every key of a bucket: the last value of each first (`initialized` once they are all delivered), then
+ * every change in bucket order. An ordered push consumer with WATCH_HEARTBEAT_MS heartbeats: nats.js re-creates
+ * it from the next stream sequence after a gap or two missed heartbeats (so it survives its member's death).
+ */
+async function watchBucket(nc: NatsConnection, bucket: string, onEntry: (e: BucketEntry) => void, initialized: () => void): Promise<BucketWatch> {
+  const prefix = `$KV.${bucket}.`;
+  let pendingInit: (() => void) | undefined = initialized;
+  const markInitialized = () => {
+    pendingInit?.();
+    pendingInit = undefined;
+  };
+  let received = 0;
+  let expected = -1; // messages of the initial state, once known from the consumer's creation
+  let endWith!: (e: Error | undefined) => void;
+  const ended = new Promise<Error | undefined>((resolve) => { endWith = resolve; });
+  const opts = consumerOpts({
+    deliver_policy: DeliverPolicy.LastPerSubject, filter_subject: `${prefix}>`, idle_heartbeat: WATCH_HEARTBEAT_MS * 1_000_000,
+  });
+  opts.bindStream(`KV_${bucket}`);
+  opts.orderedConsumer();
+  opts.callback((err, jm: JsMsg | null) => {
+    if (err) return endWith(err);
+    if (!jm) return;
+    onEntry(toEntry(bucket, jm.subject, jm.headers?.get('KV-Operation'), jm.data, jm.seq));
+    received++;
+    if (pendingInit && (jm.info.pending === 0 || (expected >= 0 && received >= expected))) markInitialized();
+  });
+  const sub = await nc.jetstream({ timeout: WATCH_API_TIMEOUT_MS }).subscribe(`${prefix}>`, opts);
+  // the consumer as created (nats.js keeps it on the subscription, untyped): how many messages the initial
+  // state holds (some may have arrived already)
+  const last = (sub as unknown as { info?: { last?: ConsumerInfo } }).info?.last;
+  expected = last ? last.num_pending + last.delivered.consumer_seq : 0;
+  if (received >= expected) markInitialized();
+  void sub.closed.then(() => endWith(undefined), (e) => endWith(e as Error));
+  return { stop: () => sub.unsubscribe(), ended };
+}
 
 export interface KvMirrorOptions<V> {
   bucket: string;
@@ -48,18 +134,21 @@ export interface KvMirror<V> {
   stop(): void;
 }
 
+/** One copy of the bucket: its map and the newest revision applied to it (each load makes its own). */
+interface Copy<V> { map: Map<string, V>; revision: number }
+
 export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V>): Promise<KvMirror<V>> {
   const { decode, log, bucket } = options;
   const kv = await openKv(nc, bucket, { history: options.history ?? 1, timeoutMs: Math.max(options.loadTimeoutMs, 30_000), log });
-  let map = new Map<string, V>();
-  let revision = 0;
+  let live: Copy<V> = { map: new Map(), revision: 0 };
   let generation = 0;
   let stopped = false;
   let lostSince = 0; // 0 = live
   let retryMs = RETRY_FIRST_MS;
   let retryTimer: NodeJS.Timeout | undefined;
   let reloading: Promise<void> | undefined;
-  let iter: QueuedIterator<KvEntry> | null = null;
+  let catching: Promise<void> | undefined;
+  let iter: BucketWatch | null = null;
   const listeners = new Set<(c: MirrorListener<V>) => void>();
   const waiters = new Set<{ revision: number; resolve: (ok: boolean) => void; timer: NodeJS.Timeout }>();
 
@@ -68,7 +157,7 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
   };
   const settleWaiters = () => {
     for (const w of waiters) {
-      if (w.revision <= revision) {
+      if (w.revision <= live.revision) {
         clearTimeout(w.timer);
         waiters.delete(w);
         w.resolve(true);
@@ -76,44 +165,61 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     }
   };
 
+  /**
+   * Applies one change to a copy, announced when that copy is the live one. Changes reach a copy from its watch and
+   * from catch-up reads, each in bucket order from at most the copy's revision + 1: one already applied is skipped.
+   */
+  function applyTo(copy: Copy<V>, e: BucketEntry): void {
+    if (stopped || e.revision <= copy.revision) return;
+    const previous = copy.map.get(e.key);
+    const value = e.operation === 'PUT' ? decode(e.key, e.value) : null;
+    if (value === null) copy.map.delete(e.key);
+    else copy.map.set(e.key, value);
+    copy.revision = e.revision;
+    if (copy !== live) return;
+    emit(value === null ? { kind: 'delete', key: e.key, previous, revision: e.revision } : { kind: 'put', key: e.key, value, revision: e.revision });
+    settleWaiters();
+  }
+
+  /**
+   * Reads what the live copy lacks straight from the bucket's stream (direct gets, answered by any member holding
+   * a replica): no consumer is needed, so this works while the watch's consumer is lost with its member and the
+   * cluster cannot yet make another. One at a time; bounded by what was written since.
+   */
+  function catchUp(): Promise<void> {
+    return (catching ??= (async () => {
+      const copy = live;
+      try {
+        for (let i = 0; i < CATCH_UP_MAX_READS && copy === live && !stopped; i++) {
+          const next = await readAfter(nc, bucket, copy.revision);
+          if (!next) break;
+          applyTo(copy, next);
+        }
+      } catch (e) {
+        // the next probe tries again
+        log.debug({ event: 'kv_mirror.catch_up_failed', bucket, err: (e as Error).message }, 'bucket catch-up read failed');
+      } finally {
+        catching = undefined;
+      }
+    })());
+  }
+
   /** Watches from scratch; resolves when the fresh copy is in place. */
   async function load(timeoutMs: number): Promise<void> {
     const mine = ++generation;
-    const next = new Map<string, V>();
-    let nextRevision = 0;
+    const copy: Copy<V> = { map: new Map(), revision: 0 };
     let markLoaded!: () => void;
     const initialized = new Promise<void>((resolve) => { markLoaded = resolve; });
-    const w = await kv.watch({ initializedFn: () => markLoaded() });
-    const current = () => mine === generation && !stopped;
-
-    // Entries always go into this generation's map; once it is the live one (swapped in) they are announced.
-    const apply = (e: KvEntry) => {
-      if (!current()) return;
-      const live = map === next;
-      const previous = next.get(e.key);
-      const value = e.operation === 'PUT' ? decode(e.key, e.value) : null;
-      if (value === null) next.delete(e.key);
-      else next.set(e.key, value);
-      if (!live) {
-        nextRevision = Math.max(nextRevision, e.revision);
-        return;
-      }
-      revision = Math.max(revision, e.revision);
-      emit(value === null ? { kind: 'delete', key: e.key, previous, revision: e.revision } : { kind: 'put', key: e.key, value, revision: e.revision });
-      settleWaiters();
-    };
-    void (async () => {
-      try {
-        for await (const e of w) apply(e);
-      } catch (err) {
-        if (current()) log.warn({ event: 'kv_mirror.watch_failed', bucket, err: (err as Error).message }, 'bucket watch failed');
-      }
-      if (current()) {
-        lostSince ||= Date.now();
-        log.warn({ event: 'kv_mirror.watch_ended', bucket }, 'bucket watch ended: reloading');
-        retryLater();
-      }
-    })();
+    // this load's watch feeds its own copy: while loading (the live copy keeps its own watch meanwhile), then live
+    const feeding = () => !stopped && (copy === live || mine === generation);
+    const w = await watchBucket(nc, bucket, (e) => { if (feeding()) applyTo(copy, e); }, () => markLoaded());
+    void w.ended.then((err) => {
+      if (copy !== live || stopped) return;
+      if (err) log.warn({ event: 'kv_mirror.watch_failed', bucket, err: err.message }, 'bucket watch failed');
+      lostSince ||= Date.now();
+      log.warn({ event: 'kv_mirror.watch_ended', bucket }, 'bucket watch ended: reloading');
+      retryLater();
+    });
 
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -126,15 +232,15 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     } finally {
       clearTimeout(timer);
     }
-    if (!current()) return void w.stop(); // a newer load overtook this one
+    if (mine !== generation || stopped) return void w.stop(); // a newer load overtook this one
     iter?.stop();
     iter = w;
-    map = next;
-    revision = Math.max(revision, nextRevision);
+    live = copy;
     lostSince = 0;
     retryMs = RETRY_FIRST_MS;
     emit({ kind: 'reset' }); // nobody listens yet on the first load
     settleWaiters();
+    void catchUp(); // what was written while the old copy served and this one's watch was being made
   }
 
   function retryLater(): void {
@@ -168,29 +274,32 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     }
   }
 
+  const probe = setInterval(() => void catchUp(), PROBE_MS);
+  probe.unref();
+
   return {
     kv,
-    get: (key) => map.get(key),
-    entries: () => map.entries(),
-    values: () => map.values(),
+    get: (key) => live.map.get(key),
+    entries: () => live.map.entries(),
+    values: () => live.map.values(),
     get size() {
-      return map.size;
+      return live.map.size;
     },
     get revision() {
-      return revision;
+      return live.revision;
     },
     waitForRevision(wanted, timeoutMs) {
-      if (wanted <= revision) return Promise.resolve(true);
+      if (wanted <= live.revision) return Promise.resolve(true);
+      // someone says `wanted` is written: read it now rather than wait for the watch (it may be a consumer short)
+      void catchUp();
       return new Promise((resolve) => {
         const w = {
           revision: wanted, resolve, timer: setTimeout(() => {
             waiters.delete(w);
             resolve(false);
-            // Someone wrote `wanted` and this copy never saw it: the watch may be stalled without a reconnect (its
-            // consumer lived on a NATS cluster member that died; the client notices only after two missed
-            // heartbeats, ~10 s, and then re-creates it slowly while the cluster moves leaders). Load afresh now.
-            if (wanted > revision && !stopped && !reloading) {
-              log.warn({ event: 'kv_mirror.behind', bucket, revision, wanted }, 'bucket copy behind a known write: reloading');
+            // Someone wrote `wanted` and neither the watch nor a catch-up read brought it: load afresh.
+            if (wanted > live.revision && !stopped && !reloading) {
+              log.warn({ event: 'kv_mirror.behind', bucket, revision: live.revision, wanted }, 'bucket copy behind a known write: reloading');
               reloading = reload().finally(() => { reloading = undefined; });
             }
           }, timeoutMs),
@@ -207,6 +316,7 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     stop() {
       stopped = true;
       clearTimeout(retryTimer);
+      clearInterval(probe);
       iter?.stop();
       for (const w of waiters) {
         clearTimeout(w.timer);

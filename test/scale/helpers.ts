@@ -1,8 +1,13 @@
 // Several hub nodes on one machine for scale tests: each node its own data dir, gateway port and NATS port,
 // all sharing the NATS token (the harness gives every hub the same one) and the cookie secret.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
-import { freePort, isAlive, NATS_ADMIN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, isAlive, NATS_ADMIN, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { natsServerConfig } from '../../shared/nats-server-config.js';
 import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
 
 export const COOKIE_SECRET = randomBytes(32).toString('hex');
@@ -43,6 +48,41 @@ export function memberOptions(ports: ClusterPorts, i: number, replicas = ports.c
     nats_url: ports.client.map((p) => `nats://127.0.0.1:${p}`).join(','),
     nats_replicas: replicas,
   };
+}
+
+/**
+ * Member `i` of a cluster as a bare nats-server of the test's own (configured as the supervisor configures a
+ * member, under no supervisor: a kill -9 of it stays dead). `kill()` is that kill -9; `stop()` cleans up.
+ */
+export async function startNatsMember(ports: ClusterPorts, i: number): Promise<{ proc: ChildProcess; url: string; name: string; kill(): void; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-nats-member-'));
+  const conf = join(dir, 'nats.conf');
+  const name = `test-member-${i}-${ports.client[i]}`;
+  writeFileSync(conf, natsServerConfig({
+    port: ports.client[i], name, storeDir: join(dir, 'js'), pidFile: join(dir, 'nats.pid'), secret: NATS_TOKEN,
+    cluster: { host: '127.0.0.1', port: ports.cluster[i], routes: ports.cluster.filter((_, j) => j !== i).map((p) => `nats://127.0.0.1:${p}`) },
+  }), { mode: 0o600 });
+  const proc = spawn('nats-server', ['-c', conf], { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const url = `nats://127.0.0.1:${ports.client[i]}`;
+  const kill = () => void proc.kill('SIGKILL');
+  const stop = async () => {
+    kill();
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor(`NATS member ${i} to accept connections`, async () => {
+      if (proc.exitCode !== null) throw new Error(`nats-server exited with ${proc.exitCode}`);
+      const nc = await connect({ servers: url, ...NATS_ADMIN, reconnect: false });
+      await nc.close();
+      return true;
+    }, 15_000, 100);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { proc, url, name, kill, stop };
 }
 
 export async function natsClient(servers: string | string[]): Promise<NatsConnection> {
