@@ -264,6 +264,8 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
   const baseEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LANG: process.env.LANG, TZ: process.env.TZ, NODE_ENV: process.env.NODE_ENV,
     NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS }; // a CA of one's own (an ACME CA's directory, an https target)
   // the established hub's metric variables (prefix, buckets), checked here so a wrong one stops the start, not an actor
+  // the spawner's Kubernetes credentials (Hub.spawner_class "kubernetes"): a kubeconfig, or the service account of the hub's own pod
+  const spawnerEnv = Object.fromEntries(['KUBECONFIG', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT'].filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
   const metricsProblems = metricsEnvProblems(process.env);
   if (metricsProblems.length) throw new ConfigError(metricsProblems);
   const metricsEnv = Object.fromEntries(METRICS_ENV.filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
@@ -306,7 +308,7 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
         id: i > 1 ? `${actor}-${i}` : actor, command: process.execPath, ipc: true,
         args: [...(ACTOR_NODE_FLAGS[actor] ?? []), ...(RUNNING_FROM_SOURCE ? ['--import', 'tsx'] : []), actorEntry(actor)],
         env: {
-          ...baseEnv, ...metricsEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...busEnv(natsSecret, actor), ...(actor === 'auth' ? cryptEnv : {}),
+          ...baseEnv, ...metricsEnv, MALLOC_ARENA_MAX: MALLOC_ARENAS, [RESOLVED_CONFIG_ENV]: configPath, ...busEnv(natsSecret, actor), ...(actor === 'auth' ? cryptEnv : {}), ...(actor === 'spawner' ? spawnerEnv : {}),
           ...(copies > 1 ? { HUB_GATEWAY_INDEX: String(i) } : {}),
         },
       }, policy, log, recordProcesses));

@@ -10,7 +10,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { api, CLUSTER_DIR, down, NODE_NAME, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
+import { api, CLUSTER_DIR, down, NODE_NAME, POD_SUBNET, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
 import { sleep } from '../harness.js';
 
 export interface KubeCluster {
@@ -18,8 +18,13 @@ export interface KubeCluster {
   kubeconfig: string;
   /** the single-user image with the established hub's jupyterhub-singleuser 6.1.1 and JupyterLab, in containerd already */
   image: string;
-  /** the node's address: pods reach this machine (and a hub listening on it) there */
+  /** the node's address (the kubelet's, the API server's advertised one) */
   nodeIp: string;
+  /**
+   * this machine as pods reach it: the pod bridge's own address (the CNI bridge is the pods' gateway, with no
+   * default route out of their subnet, so the node's address is unreachable from a pod): KubeSpawner.hub_connect_url's host
+   */
+  hostIp: string;
   /** the API as the cluster's admin: status and parsed body */
   api: typeof api;
 }
@@ -88,7 +93,8 @@ export function ensureCluster(): Promise<KubeCluster> {
       writeFileSync(MARK, `${new Date().toISOString()}\n`);
     }
     const state = JSON.parse(readFileSync(STATE, 'utf8')) as { nodeIp: string };
-    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, api };
+    const hostIp = POD_SUBNET.replace(/\.0\/\d+$/, '.1'); // the bridge's address: the subnet's first
+    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, hostIp, api };
   });
   ensured.catch(() => { ensured = null; });
   return ensured;

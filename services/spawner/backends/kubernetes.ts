@@ -38,8 +38,6 @@ const LABELS = { component: 'component', username: 'hub.jupyter.org/username', s
 const ANNOTATIONS = { username: 'hub.jupyter.org/username', servername: 'hub.jupyter.org/servername' } as const;
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 
-/** Every API call is bounded (KubeSpawner.k8s_api_request_timeout, else this). */
-const API_TIMEOUT_MS = 30_000;
 /** A stale pod in a start's way is deleted and the create retried at most this many times. */
 const CREATE_ATTEMPTS = 3;
 /** After its grace period, a deleted pod has this long to disappear (the kubelet confirms the containers ended). */
@@ -97,7 +95,7 @@ export function preflight(ctx: BackendContext): Preflight {
   return { problems, warnings };
 }
 
-/** Why the pod cannot (or can no longer) serve, in words, or null while it may. `starting`: a pod still on its way. */
+/** Why the pod cannot (or can no longer) serve, in words, or null while it may. */
 export function podProblem(pod: V1Pod): { reason: string; code: number | null } | null {
   const status = pod.status ?? {};
   const main = pod.spec?.containers?.[0]?.name;
@@ -124,7 +122,10 @@ export function podProblem(pod: V1Pod): { reason: string; code: number | null } 
     return { reason: `the pod ${status.phase === 'Failed' ? 'failed' : 'ended'}${status.reason ? ` (${status.reason}${status.message ? `: ${status.message}` : ''})` : ''}`, code: null };
   }
   const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
-  if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') return { reason: `the pod cannot be scheduled: ${scheduled.message ?? 'no node fits it'}`, code: null };
+  // unschedulable ends the start, unless it waits for its claim's volume (being provisioned or bound): that comes
+  if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' && !/unbound .*PersistentVolumeClaim/i.test(scheduled.message ?? '')) {
+    return { reason: `the pod cannot be scheduled: ${scheduled.message ?? 'no node fits it'}`, code: null };
+  }
   return null;
 }
 
@@ -134,7 +135,9 @@ const eventLine = (e: CoreV1Event) => `[${e.type ?? 'Normal'}] ${e.reason ? `${e
 export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
   const log = ctx.log;
   const base = sectionOf(ctx);
-  const apiTimeoutMs = num(base.k8s_api_request_timeout, 0) > 0 ? num(base.k8s_api_request_timeout, 0) * 1000 : API_TIMEOUT_MS;
+  // KubeSpawner's bounds: each request, and the tries of one call
+  const requestTimeoutMs = num(base.k8s_api_request_timeout, 3) * 1000;
+  const apiTimeoutMs = Math.max(requestTimeoutMs, num(base.k8s_api_request_retry_timeout, 30) * 1000);
   const userNamespaces = base.enable_user_namespaces === true;
 
   interface Client { k8s: typeof import('@kubernetes/client-node'); kc: KubeConfig; core: CoreV1Api; watch: Watch; namespace: string }
@@ -167,15 +170,27 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
     return client;
   }
 
-  /** Bounded: an API that does not answer fails the call with what was asked. */
+  /**
+   * One API call, bounded: each request by KubeSpawner.k8s_api_request_timeout, tried again after a timeout, a
+   * connection error, a 429 or a 5xx until KubeSpawner.k8s_api_request_retry_timeout; the API's answer otherwise.
+   */
   async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([fn(), new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(Object.assign(new Error(`${what}: the Kubernetes API did not answer within ${apiTimeoutMs / 1000} s`), { code: 0 })), apiTimeoutMs);
-      })]);
-    } finally {
-      clearTimeout(timer);
+    const deadline = Date.now() + apiTimeoutMs;
+    for (let attempt = 0, delay = 200; ; attempt++, delay = Math.min(delay * 2, 3_000)) {
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([fn(), new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`${what}: no answer from the Kubernetes API within ${requestTimeoutMs / 1000} s`)), requestTimeoutMs);
+        })]);
+      } catch (e) {
+        const code = statusOf(e);
+        const transient = typeof code !== 'number' || code === 0 || code === 429 || code >= 500;
+        if (!transient || attempt >= 30 || Date.now() + delay > deadline) throw e;
+        log.info({ event: 'kubernetes.api.retry', what, err: apiMessage(e), attempt }, 'Kubernetes API call failed: trying again');
+        await new Promise((r) => setTimeout(r, delay));
+      } finally {
+        clearTimeout(timer);
+      }
     }
   }
 
@@ -294,7 +309,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
         if (!p || p.metadata?.uid !== s.uid || deleted) return finish(() => reject(new Error('the pod was deleted before it ran')));
         if (p.metadata?.deletionTimestamp) return finish(() => reject(new Error('the pod is being deleted')));
         const problem = podProblem(p);
-        if (problem) return finish(() => reject(new Error(problem.reason)));
+        if (problem) return finish(() => reject(Object.assign(new Error(problem.reason), { exited: problem.code !== null })));
         const main = p.status?.containerStatuses?.find((c) => c.name === p.spec?.containers?.[0]?.name);
         const ip = p.status?.podIP;
         if (p.status?.phase === 'Running' && ip && main?.state?.running) finish(() => resolve(`http://${ip.includes(':') ? `[${ip}]` : ip}:${s.port}`));
@@ -311,10 +326,12 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
     const options: Record<string, unknown> = { ...req.options, namespace: str(req.options.namespace) || c.namespace };
     const port = num(options.port, 8888);
     const listen: Listen = { ip: '0.0.0.0', port };
-    // the hub's address as pods reach it
+    // the hub's own PATH and HOME mean nothing in an image (and would hide the image's); the hub's address as pods reach it
     const internal = hubInternalUrl(ctx.config);
     const connectUrl = str(options.hub_connect_url).replace(/\/$/, '');
-    const env = Object.fromEntries(Object.entries(req.env(listen)).map(([k, v]) => [k, connectUrl && v.startsWith(internal) ? connectUrl + v.slice(internal.length) : v]));
+    const env = Object.fromEntries(Object.entries(req.env(listen))
+      .filter(([k, v]) => !((k === 'PATH' || k === 'HOME') && v === process.env[k]))
+      .map(([k, v]) => [k, connectUrl && v.startsWith(internal) ? connectUrl + v.slice(internal.length) : v]));
     const objects = kubeObjects({
       username: req.server.user, servername: req.server.name, id: req.id, hubId: ctx.hubId, cmd: req.cmd, env, port,
       limits: req.limits, notebookDir: req.notebookDir, options,
@@ -373,7 +390,15 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
       log.warn({ event: 'kubernetes.secret.owner_failed', secret: `${namespace}/${secretName}`, err: apiMessage(e) }, 'server secret not tied to its pod (deleted at stop instead)'));
 
     const state: KubeState = { namespace, pod: name, uid, port, pvc: pvc?.metadata?.name ?? '', secret: secretName, grace: num(options.delete_grace_period, 1) };
-    const target = whenRunning(pods, state, req.signal);
+    // a server that exits during its start: its last words say why (one read of its log, only then)
+    const target = whenRunning(pods, state, req.signal).catch(async (e: Error & { exited?: boolean }) => {
+      if (!e.exited) throw e;
+      const said = await call(`reading the log of pod ${namespace}/${name}`, () => c.core.readNamespacedPodLog({ namespace, name, container: pod.spec!.containers[0].name, tailLines: 5, limitBytes: 2000 }))
+        .catch(() => call(`reading the log of pod ${namespace}/${name}`, () => c.core.readNamespacedPodLog({ namespace, name, container: pod.spec!.containers[0].name, tailLines: 5, limitBytes: 2000, previous: true })))
+        .catch(() => '');
+      const lines = String(said).trim().split('\n').map((l) => l.trim()).filter(Boolean);
+      throw new Error(lines.length ? `${e.message}; its last output: ${lines.join(' | ').slice(-800)}` : e.message);
+    });
     target.then(unfollow, unfollow);
     return { target, state: state as unknown as BackendState, exited: endOf(pods, state) };
   }
