@@ -153,6 +153,9 @@ export function createAuditPublisher(nc: NatsConnection, actor: string, log: Log
         // dies, and an event refused meanwhile would be lost (the message id makes a retry of a stored one a no-op)
         const data = encodeJson(record);
         const msgID = `${origin}-${++sequence}`;
+        // after the answers of this turn of the event loop: the publish (a socket write that wakes nats-server on
+        // the same cores) never stands between a handler and its reply; the record is made above, in its context
+        await new Promise<void>((resolve) => setImmediate(resolve));
         for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, PUBLISH_MAX_PAUSE_MS)) {
           try {
             await js.publish(subject, data, { msgID, timeout: PUBLISH_TIMEOUT_MS });

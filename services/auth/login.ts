@@ -118,8 +118,17 @@ export function createLoginHandlers({ config, store, audit, announce, log, authe
     }
     const j = await identity.judge(verdict.identity);
     if (!j.ok) return refused(j.name, j.reason, j.message, 'denied');
-    await identity.admit(j, verdict.identity, `actor:auth (login via ${via})`);
-    const sessionId = await openSession(j.name, stateOf(verdict.identity), forgetFailuresOf);
+    // the session's row and the user's own writes at once (the row names the user by name, no key to wait for);
+    // a user who cannot be admitted leaves no session behind
+    const opening = openSession(j.name, stateOf(verdict.identity), forgetFailuresOf);
+    const admitted = identity.admit(j, verdict.identity, `actor:auth (login via ${via})`);
+    const [opened, admission] = await Promise.allSettled([opening, admitted]);
+    if (admission.status === 'rejected') {
+      if (opened.status === 'fulfilled') await store.transaction(() => store.revokeSession(opened.value)).catch(() => undefined);
+      throw admission.reason;
+    }
+    if (opened.status === 'rejected') throw opened.reason;
+    const sessionId = opened.value;
     loginOk.observe(secondsSince(start));
     log.info({ event: 'login', via, user: j.name }, 'logged in');
     void audit.publish('login', 'success', { who: `user:${j.name}`, what: j.name, outcome: 'ok', via, client, ...(j.groups && A.manage_groups ? { groups: j.groups } : {}) });
