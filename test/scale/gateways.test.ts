@@ -3,10 +3,8 @@
 // one dies (kill -9) under load only its in-flight requests fail. The metrics scrape waits for every gateway
 // alive by its heartbeats, and reports one that is alive but silent (SIGSTOP) as `hub_scrape_replica_up 0`.
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { Socket } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { RequestStrategy } from 'nats';
 import { apiClient, randomToken } from '../api/client.js';
 import { isAlive, sleep, startHub, waitFor, type HubUnderTest } from '../harness.js';
@@ -15,29 +13,9 @@ import { METRICS_MAX_AGE_MS } from '../../services/gateway/metrics.js';
 import { decodeJson, encodeJson, type Heartbeat } from '../../shared/nats.js';
 import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
 import { natsServiceName, subjects } from '../../shared/subjects.js';
-import { natsClient, serverRecords, sharedConfig } from './helpers.js';
+import { load, natsClient, serverRecords, sharedConfig } from './helpers.js';
 
 const ADMIN = randomToken();
-
-const LOAD = fileURLToPath(new URL('../fixtures/load.mjs', import.meta.url));
-
-/** Closed-loop load from a process of its own (the test process is too busy to be a fair client). */
-function load(url: string, token: string, workers: number, seconds: number): Promise<{ total: number; failures: { at: number; why: string }[] }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [LOAD, url, token, String(workers), String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    p.stdout.on('data', (d) => { out += d; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), (seconds + 20) * 1000);
-    p.on('exit', (code) => {
-      clearTimeout(timer);
-      try {
-        resolve(JSON.parse(out));
-      } catch {
-        reject(new Error(`the load process exited with ${code}: ${out}`));
-      }
-    });
-  });
-}
 
 /** `GET /hub/metrics` as the admin, bounded. */
 async function scrape(url: string): Promise<string> {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from 'nats';
 import { freePort, isAlive, NATS_ADMIN, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { natsServerConfig } from '../../shared/nats-server-config.js';
@@ -98,6 +99,28 @@ export async function serverRecords(nc: NatsConnection, users: string[]): Promis
     if (e && e.operation === 'PUT') out.set(user, JSON.parse(new TextDecoder().decode(e.value)));
   }
   return out;
+}
+
+const LOAD = fileURLToPath(new URL('../fixtures/load.mjs', import.meta.url));
+
+export interface LoadResult { total: number; failures: { at: number; why: string }[] }
+
+/** Closed-loop GETs of `url` from a process of its own (the test process is too busy to be a fair client). */
+export function load(url: string, token: string, workers: number, seconds: number): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [LOAD, url, token, String(workers), String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    const timer = setTimeout(() => p.kill('SIGKILL'), (seconds + 20) * 1000);
+    p.on('exit', (code) => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(out));
+      } catch {
+        reject(new Error(`the load process exited with ${code}: ${out}`));
+      }
+    });
+  });
 }
 
 /** kill -9 of a whole node: its supervisor first (so nothing restarts), then every child it had. */
