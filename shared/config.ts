@@ -130,7 +130,7 @@ export const SCHEMA = {
     restart_period: seconds(60, 'window for restart_intensity'),
     shutdown_timeout: seconds(10, 'how long a child may take to stop before it is killed (the spawner stops servers within it)'),
     startup_timeout: seconds(15, 'how long NATS may take to accept connections at start (and JetStream to be ready, in a cluster, twice that)'),
-    drain_timeout: seconds(60, '`hub restart`: how long a replaced gateway keeps its open WebSockets, event streams and requests in flight after its successor took the port'),
+    drain_timeout: seconds(60, '`hub restart`: how long a replaced process may finish its work once its successor serves (a gateway: its open WebSockets, event streams and requests in flight; the spawner: the server starts and stops it began; every actor: its calls under way)'),
     actors: { kind: 'string-list', default: [...ALL_ACTORS], help: 'which actors this node runs (several nodes share one hub over NATS: e.g. ["spawner", "gateway"] on an extra node)', check: checkActors },
     gateways: { kind: 'integer', default: 1, help: 'gateway processes on this node, all on Hub.port (SO_REUSEPORT: the kernel spreads connections)', min: 1, max: 32 },
   },

@@ -86,10 +86,13 @@ export async function rollingRestart(children: SupervisedChild[], request: Resta
   const pending: (() => number[])[] = [];
   for (const child of chosen) {
     const t = Date.now();
-    // a gateway's predecessor may keep WebSockets for drain_timeout: its next replacement need not wait for that
-    const done = await child.replace('overlap', readyMs, drainMs, actorOf(child) !== 'gateway');
+    // a gateway's predecessor may keep WebSockets for drain_timeout: its next replacement need not wait for that; a
+    // fresh gateway itself waits up to Supervisor.startup_timeout (readyMs) for the actors before it listens, so it
+    // has that twice to be ready
+    const gateway = actorOf(child) === 'gateway';
+    const done = await child.replace('overlap', gateway ? 2 * readyMs : readyMs, drainMs, !gateway);
     if (!done) {
-      result.problems.push(`${child.spec.id}: its fresh process did not come up within ${readyMs / 1000} s (see the log); the restart stopped there`);
+      result.problems.push(`${child.spec.id}: its fresh process did not come up within ${(actorOf(child) === 'gateway' ? 2 * readyMs : readyMs) / 1000} s (see the log); the restart stopped there`);
       result.ok = false;
       break;
     }

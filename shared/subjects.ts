@@ -35,7 +35,8 @@ export type EventChange<E extends EventEntity> = (typeof EVENTS)[E][number];
 export const EVENT_FLOW = {
   // auth follows user and group events when auth actors on several nodes share a database (their user indexes)
   auth: { publishes: ['user.*', 'group.*', 'session.revoked'], consumes: ['user.created', 'user.deleted', 'user.activity', 'group.created', 'group.deleted'] },
-  tokens: { publishes: ['token.revoked', 'owner.changed'], consumes: ['user.created', 'user.updated', 'user.deleted', 'group.*'] },
+  // tokens hears owner.changed too: another tokens actor's change (a share; another node, or the one `hub restart` replaces)
+  tokens: { publishes: ['token.revoked', 'owner.changed'], consumes: ['user.created', 'user.updated', 'user.deleted', 'group.*', 'owner.changed'] },
   spawner: { publishes: ['server.*'], consumes: ['activity.proxy'] },
   'proxy-router': { publishes: [], consumes: ['activity.proxy', 'route.unreachable'] },
   gateway: {

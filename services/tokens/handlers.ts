@@ -125,6 +125,11 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
     announce('owner', 'changed', { kind: owner.kind, name: owner.name });
   }
 
+  /** owner.changed from any tokens actor (another node's, or the one `hub restart` replaces): the cached scopes go */
+  function onOwnerChanged(body: { kind?: unknown; name?: unknown } | null): void {
+    if ((body?.kind === 'user' || body?.kind === 'service') && typeof body.name === 'string') ownerCache.delete(keyOf({ kind: body.kind, name: body.name }));
+  }
+
   /**
    * Uses reported by gateways (row id → ISO time): shown at once by every read, written to the store at most
    * once per flush, so a busy token costs no write per request.
@@ -196,6 +201,7 @@ export function createTokenHandlers({ config, store, audit, lookupUser, groupMem
   return {
     ownerInfo,
     forgetOwner,
+    onOwnerChanged,
     useRoles,
     findByToken,
     register,

@@ -48,6 +48,7 @@ await runActor('tokens', async (ctx) => {
   const subs = [
     ctx.nc.subscribe(subjects.eventsOf('user'), { callback: (_e, m) => void h.onUserEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.user_event.failed', err }, 'user event not applied')) }),
     ctx.nc.subscribe(subjects.eventsOf('group'), { callback: (_e, m) => void h.onGroupEvent(parseEventSubject(m.subject).change, decodeJson(m.data)).catch((err) => ctx.log.error({ event: 'tokens.group_event.failed', err }, 'group event not applied')) }),
+    ctx.nc.subscribe(subjects.event('owner', 'changed'), { callback: (_e, m) => h.onOwnerChanged(decodeJson(m.data)) }),
   ];
   await registerConfiguredTokens(ctx, ctx.config, h, store, auth);
   const services = createRuntimeServiceHandlers({
