@@ -2,6 +2,7 @@
 // make of the pod, its Secret, PVC and namespace, asserted field by field; then each manifest sent to the real API
 // server of `npm run cluster` with a server-side dry run and strict field validation, so a field Kubernetes would
 // refuse or drop fails here. KubeSpawner's own test vectors pin the slugs, so PVCs made by KubeSpawner are found again.
+import { createHash } from 'node:crypto';
 import test from 'ava';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { V1Container, V1EnvVar, V1Pod } from '@kubernetes/client-node';
@@ -81,6 +82,11 @@ test('objects: a basic pod: image, command, labels, the secret environment throu
   t.false(JSON.stringify(pod).includes('tok-secret'));
   t.deepEqual(o.secret.stringData, { HUB_API_TOKEN: 'tok-secret' });
   t.is(envOf(pod, 'HUB_USER')?.value, 'ann');
+  // what a login passes (auth state), and anything the hub does not know as public, is kept secret
+  const more = kubeObjects(input({}, { env: { JUPYTERHUB_API_TOKEN: 't1', JUPYTERHUB_USER: 'ann', GITHUB_ACCESS_TOKEN: 't2', UPSTREAM_HOST: 'h', 'WEIRD NAME': 'w' } }));
+  t.deepEqual(Object.keys(more.secret.stringData!).sort(), ['GITHUB_ACCESS_TOKEN', 'JUPYTERHUB_API_TOKEN', 'UPSTREAM_HOST', `env-${createHash('sha256').update('WEIRD NAME').digest('hex').slice(0, 16)}`].sort());
+  t.is(envOf(more.pod, 'JUPYTERHUB_USER')?.value, 'ann');
+  t.deepEqual(envOf(more.pod, 'WEIRD NAME')?.valueFrom?.secretKeyRef?.key, `env-${createHash('sha256').update('WEIRD NAME').digest('hex').slice(0, 16)}`);
   t.is(envOf(pod, 'MEM_LIMIT')?.value, String(1 << 30));
   t.is(envOf(pod, 'CPU_LIMIT')?.value, '1.5');
 });

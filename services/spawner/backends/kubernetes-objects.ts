@@ -378,7 +378,7 @@ function affinityOf(o: Record<string, unknown>): V1PodSpec['affinity'] | null {
 
 // ---- the objects ----
 
-/** The hub's variables whose values are no secret (also under Hub.env_prefix_aliases' prefixes); the rest goes in the Secret. */
+/** The hub's variables whose values are no secret (HUB_<name>, and its JUPYTERHUB_ alias); the rest goes in the Secret. */
 const PUBLIC_ENV_SUFFIXES = new Set([
   'API_URL', 'BASE_URL', 'CLIENT_ID', 'USER', 'SERVER_NAME', 'SERVICE_PREFIX', 'SERVICE_URL', 'OAUTH_CALLBACK_URL',
   'OAUTH_ACCESS_SCOPES', 'OAUTH_SCOPES', 'OAUTH_CLIENT_ALLOWED_SCOPES', 'ACTIVITY_URL', 'PUBLIC_URL', 'PUBLIC_HUB_URL',
@@ -386,11 +386,15 @@ const PUBLIC_ENV_SUFFIXES = new Set([
 ]);
 const PUBLIC_ENV = new Set(['LANG', 'MEM_LIMIT', 'CPU_LIMIT', 'MEM_GUARANTEE', 'CPU_GUARANTEE', 'JUPYTER_IMAGE', 'JUPYTER_IMAGE_SPEC']);
 
-/** Whether a variable of the hub's environment is plainly public; anything else (tokens, a login's auth state) is secret. */
+/**
+ * Whether a variable of the hub's environment is plainly public: the hub's own non-secret ones (under HUB_, and the
+ * JUPYTERHUB_/JPY_ names the established hub's servers read). Anything else (tokens, what a login passes from its
+ * auth state, an unknown name) is taken as secret.
+ */
 export function isPublicEnv(key: string): boolean {
   if (PUBLIC_ENV.has(key)) return true;
-  const m = /^[A-Z][A-Z0-9]*_(.+)$/.exec(key);
-  return Boolean(m && PUBLIC_ENV_SUFFIXES.has(m[1]) && !/TOKEN|SECRET|PASSWORD|KEY/.test(key));
+  const m = /^(?:HUB|JUPYTERHUB|JPY)_(.+)$/.exec(key);
+  return Boolean(m && PUBLIC_ENV_SUFFIXES.has(m[1]));
 }
 
 /** A Secret's key for an environment variable (keys allow only [-._a-zA-Z0-9]). */
