@@ -50,6 +50,24 @@ export async function readProgress(url: string, token: string, timeoutMs = 15_00
   return { ...out, status: r.status, contentType: r.headers.get('content-type') ?? '' };
 }
 
+/**
+ * Starts a user's default server through the API and waits (bounded) until it is ready: 201 at once, or 202 then
+ * ready; throws the start's failure message (its last progress line) otherwise.
+ */
+export async function startAndWaitReady(hubUrl: string, token: string, user: string, body: Record<string, unknown> = {}, timeoutMs = 150_000): Promise<void> {
+  const { apiClient } = await import('../api/client.js');
+  const { waitFor } = await import('../harness.js');
+  const api = apiClient(hubUrl);
+  const r = await api('POST', `/users/${user}/server`, { token, body });
+  if (r.status === 201) return;
+  if (r.status !== 202) throw new Error(`start of ${user}'s server: ${r.status} ${JSON.stringify(r.body)}`);
+  await waitFor(`${user}'s server ready`, async () => {
+    const s = (await api('GET', `/users/${user}`, { token })).body.servers[''];
+    if (!s) throw new Error(`${user}'s server failed to start: ${(await readProgress(`${hubUrl}/hub/api/users/${user}/server/progress`, token)).events.at(-1)?.message}`);
+    return s.ready ? true : undefined;
+  }, timeoutMs, 250);
+}
+
 export const PROBE = fileURLToPath(new URL('../fixtures/probe-server.mjs', import.meta.url));
 
 /** System accounts for a test: unique names per run, removed (with their homes) afterwards. */

@@ -8,6 +8,7 @@
 // between test files; `.ci/run` calls `node --import=tsx test/spawner/kube-cluster.ts release` after the suite,
 // which takes it down only when the tests made it (a cluster someone brought up by hand is left as it was).
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { api, CLUSTER_DIR, down, NODE_NAME, POD_SUBNET, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
@@ -27,6 +28,32 @@ export interface KubeCluster {
   hostIp: string;
   /** the API as the cluster's admin: status and parsed body */
   api: typeof api;
+  /** the same, failing with the API's words unless the status is `expect` */
+  want(method: string, path: string, body: unknown, expect: number): Promise<any>;
+  /** a JSON Patch (RFC 6902) of an object, e.g. a node's status (api() sends only merge-able JSON) */
+  jsonPatch(path: string, ops: unknown[]): Promise<void>;
+}
+
+async function want(method: string, path: string, body: unknown, expect: number): Promise<any> {
+  const r = await api(method, path, body);
+  if (r.status !== expect) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 500)}`);
+  return r.body;
+}
+
+async function jsonPatch(path: string, ops: unknown[]): Promise<void> {
+  const state = JSON.parse(readFileSync(STATE, 'utf8')) as { apiserverPort: number };
+  const pki = (f: string) => readFileSync(join(CLUSTER_DIR, 'pki', f));
+  await new Promise<void>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: state.apiserverPort, method: 'PATCH', path, timeout: 10_000,
+      ca: pki('ca.crt'), cert: pki('admin.crt'), key: pki('admin.key'), headers: { 'content-type': 'application/json-patch+json' } }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`PATCH ${path}: ${res.statusCode} ${text.slice(0, 300)}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error(`PATCH ${path}: no answer in 10 s`)));
+    req.on('error', reject);
+    req.end(JSON.stringify(ops));
+  });
 }
 
 const STATE = join(CLUSTER_DIR, 'state.json');
@@ -94,7 +121,7 @@ export function ensureCluster(): Promise<KubeCluster> {
     }
     const state = JSON.parse(readFileSync(STATE, 'utf8')) as { nodeIp: string };
     const hostIp = POD_SUBNET.replace(/\.0\/\d+$/, '.1'); // the bridge's address: the subnet's first
-    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, hostIp, api };
+    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, hostIp, api, want, jsonPatch };
   });
   ensured.catch(() => { ensured = null; });
   return ensured;

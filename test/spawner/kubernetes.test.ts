@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
-import { readProgress, serverRecord } from './helpers.js';
+import { readProgress, serverRecord, startAndWaitReady } from './helpers.js';
 import { ensureCluster, type KubeCluster } from './kube-cluster.js';
 
 const ADMIN = randomToken();
@@ -22,26 +22,10 @@ let cluster: KubeCluster;
 let hub: HubUnderTest;
 let homeDir: string;
 
-/** The cluster's answer, as its admin; fails the test with the API's words when it is not `expect`. */
-async function kube(method: string, path: string, body?: unknown, expect?: number): Promise<any> {
-  const r = await cluster.api(method, path, body);
-  if (expect !== undefined && r.status !== expect) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 500)}`);
-  return r.body;
-}
 const podPath = (name: string) => `/api/v1/namespaces/${NAMESPACE}/pods/${name}`;
+const kube = (method: string, path: string, body: unknown, expect: number) => cluster.want(method, path, body, expect);
+const startServer = (user: string, body: Record<string, unknown> = {}) => startAndWaitReady(hub.url, ADMIN, user, body);
 
-/** Starts a server through the API and waits until it is ready (201, or 202 then ready); its failure message otherwise. */
-async function startServer(user: string, body: Record<string, unknown> = {}): Promise<void> {
-  const api = apiClient(hub.url);
-  const r = await api('POST', `/users/${user}/server`, { token: ADMIN, body });
-  if (r.status === 201) return;
-  if (r.status !== 202) throw new Error(`start of ${user}'s server: ${r.status} ${JSON.stringify(r.body)}`);
-  await waitFor(`${user}'s server ready`, async () => {
-    const s = (await api('GET', `/users/${user}`, { token: ADMIN })).body.servers[''];
-    if (!s) throw new Error(`${user}'s server failed to start: ${(await readProgress(`${hub.url}/hub/api/users/${user}/server/progress`, ADMIN)).events.at(-1)?.message}`);
-    return s.ready ? true : undefined;
-  }, 150_000, 250);
-}
 
 test.before(async () => {
   cluster = await ensureCluster();
