@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, statSync, r
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateContracts } from './contracts.mjs';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const quiet = { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] };
@@ -249,32 +250,18 @@ function newestMtime(dir) {
   return newest;
 }
 
-/**
- * TypeScript types for every message and service, generated from proto/ by the generator that ships with
- * @grpc/proto-loader (never edited by hand; gitignored). The options match how shared/grpc.ts loads the
- * protos at run time, so the types describe what actually arrives.
- */
 const GENERATED = join(root, 'shared', 'contracts', 'generated');
-function generateContracts() {
-  const protoDir = join(root, 'proto');
-  const protos = readdirSync(protoDir).filter((f) => f.endsWith('.proto')).sort();
-  const newest = Math.max(...protos.map((f) => statSync(join(protoDir, f)).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
-  const stamp = join(GENERATED, '.stamp');
-  if (existsSync(stamp) && statSync(stamp).mtimeMs >= newest) return;
-  rmSync(GENERATED, { recursive: true, force: true });
-  const r = spawnSync(join(root, 'node_modules', '.bin', 'proto-loader-gen-types'), [
-    ...protos, '--grpcLib=@grpc/grpc-js', `--outDir=${GENERATED}`, '--keepCase', '--longs=String', '--enums=String',
-    '--defaults', '--oneofs', '--includeComments', '-I', protoDir,
-  ], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  if (r.status !== 0) fail(`generating types from proto/ failed: ${String(r.stderr).split('\n').filter((l) => l && !l.includes('alpha')).join(' ')}`);
-  // The generator writes extensionless relative imports (CommonJS style); they are type-only, so mark the folder CommonJS.
-  writeFileSync(join(GENERATED, 'package.json'), '{"type": "commonjs"}\n');
-  writeFileSync(stamp, new Date().toISOString());
+function contracts() {
+  try {
+    generateContracts(root);
+  } catch (e) {
+    fail(e.message);
+  }
 }
 
 /** Actors run as compiled JavaScript: a TypeScript loader in each of them would cost ~20 MB apiece. */
 function build() {
-  generateContracts();
+  contracts();
   const sources = Math.max(
     statSync(join(root, 'supervisor.ts')).mtimeMs,
     statSync(join(root, 'tsconfig.json')).mtimeMs,

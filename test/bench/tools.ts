@@ -37,12 +37,14 @@ export function baselineCheckout(rev: string, log: (line: string) => void): stri
     log(`baseline: checking out ${commit.slice(0, 12)} in ${dir} and building it`);
     if (!existsSync(dir)) run('git', ['-C', REPO, 'worktree', 'add', '--detach', dir, commit], REPO);
     if (!existsSync(join(dir, 'node_modules'))) symlinkSync(join(REPO, 'node_modules'), join(dir, 'node_modules'));
-    // a baseline with contracts generated from proto/ needs them before tsc: this checkout's, when proto/ is the same
+    // a baseline with contracts generated from proto/ needs them before tsc: this checkout's when proto/ is the
+    // same, else generated from its own proto/ by this checkout's generator (its set-up script would install packages)
     if (existsSync(join(dir, 'shared', 'contracts')) && existsSync(join(dir, 'scripts', 'setup.mjs'))) {
-      if (spawnSync('git', ['-C', REPO, 'diff', '--quiet', commit, '--', 'proto']).status !== 0) {
-        throw new Error(`BENCH_BASELINE=${rev}: its proto/ differs from this checkout's, so its typed contracts cannot be copied; build that checkout with its own set-up and compare by hand`);
+      if (spawnSync('git', ['-C', REPO, 'diff', '--quiet', commit, '--', 'proto']).status === 0) {
+        cpSync(join(REPO, 'shared', 'contracts', 'generated'), join(dir, 'shared', 'contracts', 'generated'), { recursive: true });
+      } else {
+        run(process.execPath, [join(REPO, 'scripts', 'contracts.mjs'), dir], REPO);
       }
-      cpSync(join(REPO, 'shared', 'contracts', 'generated'), join(dir, 'shared', 'contracts', 'generated'), { recursive: true });
     }
     run(join(REPO, 'node_modules', '.bin', 'tsc'), ['-p', '.'], dir);
   }
