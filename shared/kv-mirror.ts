@@ -170,12 +170,13 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
    * from catch-up reads, each in bucket order from at most the copy's revision + 1: one already applied is skipped.
    */
   function applyTo(copy: Copy<V>, e: BucketEntry): void {
-    if (stopped || e.revision <= copy.revision) return;
+    // (a loading copy is fed by its watch alone: its first state, one entry per key, is taken whatever its order)
+    if (stopped || (copy === live && e.revision <= copy.revision)) return;
     const previous = copy.map.get(e.key);
     const value = e.operation === 'PUT' ? decode(e.key, e.value) : null;
     if (value === null) copy.map.delete(e.key);
     else copy.map.set(e.key, value);
-    copy.revision = e.revision;
+    copy.revision = Math.max(copy.revision, e.revision);
     if (copy !== live) return;
     emit(value === null ? { kind: 'delete', key: e.key, previous, revision: e.revision } : { kind: 'put', key: e.key, value, revision: e.revision });
     settleWaiters();
