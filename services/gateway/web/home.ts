@@ -62,7 +62,24 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
   function profileSelect(): string {
     if (!profiles.length) return '';
     const options = profiles.map((p) => `<option value="${escapeHtml(p.name)}"${p.default ? ' selected' : ''}>${escapeHtml(p.display_name)}${p.description ? ` — ${escapeHtml(p.description)}` : ''}</option>`).join('');
-    return `<label class="inline">Profile <select name="profile">${options}</select></label>`;
+    return `<label class="inline">Profile <select name="profile">${options}</select></label>${profileOptionFields()}`;
+  }
+
+  /**
+   * KubeSpawner.profile_list's profile_options, named as KubeSpawner's form names them (`profile-option-<slug>--<name>`,
+   * "unlisted-choice" choosing the free-form field `...--unlisted-choice`); only the chosen profile's are read.
+   */
+  function profileOptionFields(): string {
+    return profiles.flatMap((p) => Object.entries(p.kube?.profile_options ?? {}).map(([key, option]) => {
+      const name = `profile-option-${p.name}--${key}`;
+      const choices = Object.entries(option.choices).map(([k, c]) => `<option value="${escapeHtml(k)}"${c.default ? ' selected' : ''}>${escapeHtml(c.display_name)}</option>`).join('');
+      const u = option.unlisted_choice;
+      const other = u.enabled ? `<option value="unlisted-choice"${Object.keys(option.choices).length ? '' : ' selected'}>Other…</option>` : '';
+      const free = u.enabled
+        ? `<label class="inline">${escapeHtml(u.display_name || `${option.display_name} (other)`)} <input name="${escapeHtml(`${name}--unlisted-choice`)}"${u.validation_regex ? ` pattern="${escapeHtml(u.validation_regex)}"` : ''}${u.validation_message ? ` title="${escapeHtml(u.validation_message)}"` : ''}></label>`
+        : '';
+      return `<label class="inline" data-profile-option="${escapeHtml(p.name)}">${escapeHtml(p.display_name)}: ${escapeHtml(option.display_name)} <select name="${escapeHtml(name)}">${choices}${other}</select></label>${free}`;
+    })).join('');
   }
 
   /**
@@ -80,10 +97,17 @@ export function serverPages(deps: PageDeps, kit: PageKit): PageRoute[] {
     return JSON.stringify(options);
   }
 
-  /** The user options a form chose (a profile), as the spawner takes them; '' reuses the last ones. */
+  /** The user options a form chose (a profile, and its profile_options as KubeSpawner reads them), as the spawner takes them; '' reuses the last ones. */
   function chosenOptions(f: URLSearchParams): string {
     const chosen = f.get('profile');
-    return profiles.length && chosen !== null ? userOptions([['profile', chosen]]) : '';
+    if (!profiles.length || chosen === null) return '';
+    const fields: Array<[string, string]> = [['profile', chosen]];
+    for (const key of Object.keys(profiles.find((p) => p.name === chosen)?.kube?.profile_options ?? {})) {
+      const picked = f.get(`profile-option-${chosen}--${key}`);
+      if (picked === 'unlisted-choice') fields.push([`${key}--unlisted-choice`, f.get(`profile-option-${chosen}--${key}--unlisted-choice`) ?? '']);
+      else if (picked !== null) fields.push([key, picked]);
+    }
+    return userOptions(fields);
   }
 
   /** The user options a spawn link chose, `opt-<key>=<value>` (`opt-profile=<name>` a profile); null when none. */
