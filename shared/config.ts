@@ -8,7 +8,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { checkExtraCreate, checkExtraHostConfig, checkHost, checkNameTemplate, checkVolumes } from './containers.js';
 import { parseByteSize } from './bytes.js';
-import { kubeProfileList, kubeSpawnerOptionProblems } from '../services/spawner/backends/kubernetes-objects.js';
+import { applyKubespawnerOverride, kubeProfileList, kubeSpawnerOptionProblems } from '../services/spawner/backends/kubernetes-objects.js';
 import { invalidNameReason } from './names.js';
 import { finishPendingImport } from './import-journal.js';
 import { ACTORS as ALL_ACTORS, importedConfigPath } from './paths.js';
@@ -479,6 +479,16 @@ function kubeSpawnerProblems(c: HubConfig): string[] {
   for (const p of profiles) {
     const mine = Object.fromEntries(Object.entries(p.overrides ?? {}).filter(([k]) => k.startsWith('KubeSpawner.')).map(([k, v]) => [k.slice('KubeSpawner.'.length), v]));
     for (const line of kubeSpawnerOptionProblems({ ...section, ...mine })) problems.push(`Spawner.profiles ${JSON.stringify(p.name)}: ${line}`);
+  }
+  // group overrides setting KubeSpawner options: each as a member's start would run with it (objects merged)
+  for (const [name, entry] of Object.entries(c.Spawner.group_overrides as Record<string, { spawner_override?: Record<string, unknown> }>)) {
+    const mine: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(entry.spawner_override ?? {})) {
+      const target = startOption(key);
+      if (typeof target !== 'string' && target.section === 'KubeSpawner') mine[target.option] = value;
+    }
+    if (!Object.keys(mine).length) continue;
+    for (const line of kubeSpawnerOptionProblems(applyKubespawnerOverride(section, mine))) problems.push(`Spawner.group_overrides ${JSON.stringify(name)}: ${line}`);
   }
   const { profiles: kube } = kubeProfileList(section.profile_list);
   for (const p of kube) {

@@ -4,7 +4,7 @@
 // from here; the spawner applies all three from here.
 import type { HubConfig } from './config.js';
 import { optionValueFrom, parseByteSize, SCHEMA, startOption } from './config.js';
-import { applyKubespawnerOverride, kubeProfileList, profileOptionOverrides, type KubeProfile } from '../services/spawner/backends/kubernetes-objects.js';
+import { applyKubespawnerOverride, kubeOptionProblems, kubeProfileList, profileOptionOverrides, type KubeProfile } from '../services/spawner/backends/kubernetes-objects.js';
 import { errors } from './errors.js';
 import { mergedWith } from './json.js';
 
@@ -177,6 +177,9 @@ export function userOptionSettings(config: HubConfig, userOptions: Record<string
     if (typeof target === 'string') continue; // refused at config load
     const v = optionValueFrom(target.spec, userOptions[key]);
     if ('problem' in v) throw errors.badRequest(`Invalid user option '${key.slice(0, 64)}': ${v.problem}`);
+    // KubeSpawner's options of several shapes: what the pod would refuse is refused here, before anything starts
+    const wrong = target.section === 'KubeSpawner' ? kubeOptionProblems(target.option, v.value) : [];
+    if (wrong.length) throw errors.badRequest(`Invalid user option '${key.slice(0, 64)}': ${wrong[0]}`);
     out.push({ section: target.section, option: target.option, value: v.value });
   }
   return out;

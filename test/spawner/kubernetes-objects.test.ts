@@ -8,7 +8,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { V1Container, V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import { escapeSlug, isValidLabelValue, kubeObjects, kubeSpawnerOptionProblems, legacyPvcName, multiSlug, safeSlug, type KubeObjectsInput } from '../../services/spawner/backends/kubernetes-objects.js';
 import { ConfigError, validateConfig } from '../../shared/config.js';
-import { chooseProfile, profilesOf, sectionFor } from '../../shared/profiles.js';
+import { chooseProfile, profilesOf, sectionFor, userOptionSettings } from '../../shared/profiles.js';
 import { ensureCluster } from './kube-cluster.js';
 
 const input = (options: Record<string, unknown>, over: Partial<KubeObjectsInput> = {}): KubeObjectsInput => ({
@@ -460,4 +460,14 @@ test('cluster: a profile with kubespawner_override (a GPU) makes a pod the API s
   t.is(pod.spec?.containers[0].image, 'localhost/base:1');
   t.is(pod.spec?.containers[0].resources?.requests?.['nvidia.com/gpu'], '1', 'an extended resource\'s request defaults to its limit');
   t.is(notKept(o.pod, await dryRunCreate(`/api/v1/namespaces/${o.namespace}/pods`, o.pod)), null);
+});
+
+test('config: group overrides and user options that set KubeSpawner options are checked like the section', (t) => {
+  const lines = configProblems({}, { Spawner: { group_overrides: { gpu: { groups: ['gpu'], spawner_override: { 'KubeSpawner.extra_resource_limits': { 'nvidia.com/gpu': 'all' } } } } } });
+  t.true(lines.some((l) => /^Spawner\.group_overrides "gpu": KubeSpawner\.extra_resource_limits\["nvidia\.com\/gpu"\]/.test(l)), lines.join('\n'));
+  const config = kubeConfig({}, { Spawner: { apply_user_options: { tol: 'KubeSpawner.tolerations', gpus: 'KubeSpawner.extra_resource_limits' } } });
+  t.deepEqual(userOptionSettings(config, { gpus: { 'nvidia.com/gpu': '2' } }), [{ section: 'KubeSpawner', option: 'extra_resource_limits', value: { 'nvidia.com/gpu': '2' } }]);
+  const e = t.throws(() => userOptionSettings(config, { tol: 'everything' }));
+  t.is((e as unknown as { status: number }).status, 400);
+  t.regex(e!.message, /^Invalid user option 'tol': KubeSpawner\.tolerations: expected a list/);
 });

@@ -865,6 +865,20 @@ export function kubeSpawnerOptionProblems(section: Record<string, unknown>): str
   return problems;
 }
 
+/**
+ * The problems of one option's value alone (the others at their defaults), those naming it: for a value that comes
+ * from outside the configuration (user_options through Spawner.apply_user_options), refused before a start.
+ */
+export function kubeOptionProblems(option: string, value: unknown): string[] {
+  try {
+    kubeObjects({ ...SAMPLE, options: { image: 'sample', [option]: value } });
+    return [];
+  } catch (e) {
+    const message = (e as Error).message;
+    return [`${name(option)}:`, `${name(option)}[`, `${name(option)} `].some((p) => message.startsWith(p)) ? [message] : [];
+  }
+}
+
 /** A user with nothing to escape: templates that suit the hub's names pass (names with any character are tested apart). */
 const SAMPLE: KubeObjectsInput = {
   username: 'sample-user', servername: '', id: 'sample', hubId: 'sample', cmd: [], env: {}, port: 8888,
