@@ -248,6 +248,7 @@ test('objects: a service account gets its token mounted unless told otherwise', 
   t.is(kubeObjects(input({ service_account: 'notebooks' })).pod.spec!.automountServiceAccountToken, undefined);
   t.is(kubeObjects(input({ service_account: 'notebooks', automount_service_account_token: false })).pod.spec!.automountServiceAccountToken, false);
   t.is(kubeObjects(input({ automount_service_account_token: true })).pod.spec!.automountServiceAccountToken, true);
+  t.deepEqual(notebook(kubeObjects(input({ privileged: true, allow_privilege_escalation: true })).pod).securityContext, { privileged: true, allowPrivilegeEscalation: true });
 });
 
 test('objects: per-user namespaces: the namespace object, and every object in it', (t) => {
@@ -275,6 +276,7 @@ test('objects: more bad options, each named', (t) => {
     [{ init_containers: [{ image: 'x' }] }, /^KubeSpawner\.init_containers\[0\]\.name/],
     [{ extra_containers: [{ name: 'notebook', image: 'x' }] }, /^KubeSpawner\.extra_containers\[0\]\.name: "notebook"/],
     [{ image_pull_policy: 'Sometimes' }, /^KubeSpawner\.image_pull_policy:/],
+    [{ privileged: true }, /^KubeSpawner\.privileged: a privileged container always may escalate/],
     [{ image_pull_secrets: [{}] }, /^KubeSpawner\.image_pull_secrets\[0\]/],
     [{ extra_labels: { 'bad key!': 'x' } }, /^KubeSpawner\.extra_labels: "bad key!"/],
     [{ extra_labels: { ok: '{unescaped_username} has spaces' } }, /^KubeSpawner\.extra_labels\["ok"\]/],

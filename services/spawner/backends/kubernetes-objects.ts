@@ -540,6 +540,9 @@ export function kubeObjects(input: KubeObjectsInput): KubeObjects {
   }
   const privileged = bool(o, 'privileged', false);
   const allowPrivilegeEscalation = bool(o, 'allow_privilege_escalation', false);
+  if (privileged && allowPrivilegeEscalation === false) {
+    throw new Error(`${name('privileged')}: a privileged container always may escalate: set KubeSpawner.allow_privilege_escalation to true (or null) as well`);
+  }
   const podSecurity: Record<string, unknown> = {
     ...(fsGid !== null ? { fsGroup: fsGid } : {}),
     ...(supplementalGids.length ? { supplementalGroups: supplementalGids } : {}),
