@@ -14,6 +14,8 @@ export interface GroupModel { name: string; users: string[]; properties_json: st
 
 /** A group model lists at most this many members; a bigger group's others are read a page at a time (GroupMembers). */
 export const GROUP_MEMBERS_INLINE = 10_000;
+/** Users whose login state the auth actor remembers (the oldest forgotten first): a few MB at most. */
+const LOGIN_MEMORY_USERS = 50_000;
 /** Users one audit event of a bulk create names (`details.users`). */
 const BULK_AUDIT_USERS = 1000;
 /** The largest page of GroupMembers, and the most names one group event carries (several events beyond). */
@@ -39,8 +41,25 @@ function checkName(kind: string, name: string): void {
   if (why) throw errors.badRequest(`Invalid ${kind} name ${JSON.stringify(name.slice(0, 100))}: ${why}`, 'HUB_ERR_NAME_INVALID');
 }
 
-export function createAuthHandlers({ store, audit, announce, activityFlushMs, maxJsonDepth, usernameMap }: AuthDeps) {
+export function createAuthHandlers({ store, audit, announce: publishEvent, activityFlushMs, maxJsonDepth, usernameMap }: AuthDeps) {
   const normalize = (name: string) => normalizeUsername(name, usernameMap);
+  // What a login last found or wrote of a user (admin, user_info): a returning user's login then reads and writes
+  // nothing of the user row. Kept only while this actor is its store's one writer (not `store.shared`): each change
+  // it makes to a user is announced, and the announcement forgets the name; another writer's change would not.
+  const atLogin = new Map<string, { admin: boolean; info?: string }>();
+  const remembered = (name: string) => (store.shared ? undefined : atLogin.get(name));
+  const remember = (name: string, what: { admin: boolean; info?: string }) => {
+    if (store.shared) return;
+    if (atLogin.size >= LOGIN_MEMORY_USERS) atLogin.delete(atLogin.keys().next().value!);
+    atLogin.set(name, what);
+  };
+  const announce: Announce = (entity, change, body) => {
+    if (entity === 'user' && change !== 'activity') {
+      if (typeof body.name === 'string') atLogin.delete(body.name);
+      else atLogin.clear();
+    }
+    publishEvent(entity, change, body);
+  };
   // Activity arrives often (every single-user server's heartbeat): it is announced at once (gateways update
   // their cached models in place), ordered in the list index at once, and written to the store at most once
   // per flush interval; reads merge what is not written yet.
@@ -119,7 +138,7 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
     }
   }
 
-  return {
+  const handlers = {
     flushActivity,
     stop: () => clearInterval(flushTimer),
 
@@ -322,7 +341,34 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
 
     /** What the authenticator says of the person to show (user_info), kept when it changes; gateways hear of it. */
     async setUserInfo(name: string, info: Record<string, string>): Promise<void> {
-      if (await store.transaction(() => store.setUserInfo(name, JSON.stringify(info)))) announce('user', 'updated', { name });
+      const json = JSON.stringify(info);
+      const known = remembered(name);
+      if (known?.info === json) return;
+      if (await store.transaction(() => store.setUserInfo(name, json))) announce('user', 'updated', { name });
+      if (known) remember(name, { ...known, info: json });
+    },
+
+    /**
+     * At a login: the user exists afterwards (created at first login); `admin`, when the authenticator or
+     * admin_users says, is set (undefined leaves it as it is: an admin made through the API stays one).
+     */
+    async ensureLoginUser(name: string, admin: boolean | undefined): Promise<void> {
+      const known = remembered(name);
+      if (known && (admin === undefined || admin === known.admin)) return;
+      // the row alone: a returning user's login needs no user model (groups, servers, roles)
+      const existing = await store.getUser(name);
+      if (!existing) {
+        // two first logins of one user at once: the second finds the user made by the first
+        await handlers.createUser({ name, admin: admin ?? false, by: 'actor:auth (login)' }).catch((e: unknown) => {
+          if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
+        });
+        return;
+      }
+      if (admin !== undefined && admin !== (existing.admin === 1)) {
+        await handlers.updateUser({ name, admin, by: 'actor:auth (login)' });
+        return;
+      }
+      remember(name, { admin: existing.admin === 1, info: existing.user_info ?? undefined });
     },
 
     async setGroupProperties(r: { name: string; properties_json: string; by: string }) {
@@ -335,21 +381,5 @@ export function createAuthHandlers({ store, audit, announce, activityFlushMs, ma
       return groupModel(r.name);
     },
   };
-}
-
-/**
- * At a login: the user exists afterwards (created at first login); `admin`, when the authenticator or
- * admin_users says, is set (undefined leaves it as it is: an admin made through the API stays one).
- */
-export function userEnsurer(store: Pick<AuthStore, 'getUser'>, h: Pick<ReturnType<typeof createAuthHandlers>, 'createUser' | 'updateUser'>) {
-  return async (name: string, admin: boolean | undefined): Promise<void> => {
-    // the row alone: a returning user's login needs no user model (groups, servers, roles)
-    const existing = await store.getUser(name);
-    if (!existing) {
-      // two first logins of one user at once: the second finds the user made by the first
-      await h.createUser({ name, admin: admin ?? false, by: 'actor:auth (login)' }).catch((e: unknown) => {
-        if (!(e instanceof HubError && e.code === 'HUB_ERR_USER_EXISTS')) throw e;
-      });
-    } else if (admin !== undefined && admin !== (existing.admin === 1)) await h.updateUser({ name, admin, by: 'actor:auth (login)' });
-  };
+  return handlers;
 }

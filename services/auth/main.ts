@@ -11,7 +11,7 @@ import { errors } from '../../shared/errors.js';
 import { parseJson } from '../../shared/json.js';
 import { AuthStateCrypt, parseCryptKeys } from './auth-state.js';
 import { loadAuthenticator } from './authenticators/index.js';
-import { createAuthHandlers, userEnsurer } from './handlers.js';
+import { createAuthHandlers } from './handlers.js';
 import { createIdentity } from './identity.js';
 import { createLoginHandlers } from './login.js';
 import { createFirstAdminSetup } from './setup.js';
@@ -60,7 +60,7 @@ await runActor('auth', async (ctx) => {
     usernameMap: ctx.config.Authenticator.username_map,
   });
 
-  const ensureUser = userEnsurer(store, h);
+  const ensureUser = h.ensureLoginUser;
   // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
   let crypt: AuthStateCrypt | null = null;
   if (ctx.config.Authenticator.enable_auth_state) {

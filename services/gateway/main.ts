@@ -64,7 +64,7 @@ await runActor('gateway', async (ctx) => {
   const users = createUserCache(auth, maxAgeMs, cacheBytes * 0.4);
 
   // Caches are only as fresh as the events: subscribe before serving, forget everything after a reconnect.
-  const web = createWebSessions(ctx.config, auth, tokens);
+  const web = createWebSessions(ctx.config, auth, tokens, users);
   // (each entity it consumes, and no more: its NATS user may read only those, shared/nats-auth.ts)
   const events = consumedEntities('gateway').map((entity) => ctx.nc.subscribe(subjects.eventsOf(entity), {
     callback: (_e, m) => applyEvent(m.subject, decodeJson(m.data), { identities, users, web }),

@@ -83,6 +83,7 @@ export function externalLoginRoutes(deps: PageDeps, kit: PageKit): PageRoute[] {
           within(COMPLETE_DEADLINE_FACTOR * config.Hub.rpc_timeout * 1000, callOf(info)));
         // an outage of the provider is not a refusal: 503, so monitoring tells the two apart
         if (!r.ok) return failed(info, reply, r.message, r.unavailable ? 503 : 403);
+        web.loggedIn(r.name);
         redirect(reply, localPath(saved.n) || hubUrl('/hub/home'), [...web.loginCookies(info, r.name, r.session_id), stateCookie(info, '', 0)]);
       },
     },

@@ -167,6 +167,7 @@ ${button}${button && form ? '<p class="muted">or with a name and password:</p>' 
           return loginForm(info, reply, r.unavailable ? 503 : 403, r.message, next);
         }
         info.who = `user:${r.name}`;
+        web.loggedIn(r.name);
         redirect(reply, browserLocation(deps.subdomains, next || hubUrl('/hub/home')), web.loginCookies(info, r.name, r.session_id));
       },
     },

@@ -4,7 +4,7 @@ import { hubPublicUrl, type HubConfig } from '../../../shared/config.js';
 import { CookieSealer, macEquals, parseCookies, serializeCookie } from '../../../shared/cookies.js';
 import type { AuthClient, TokensClient } from '../../../shared/contracts/index.js';
 import { BoundedCache, stringBytes } from '../../../shared/bounded-cache.js';
-import type { Identity } from '../caches.js';
+import type { Identity, UserCache } from '../caches.js';
 import { callOf, type RequestInfo } from '../http.js';
 import { baseUrl, hubUrl } from '../../../shared/urls.js';
 
@@ -15,7 +15,7 @@ export const XSRF_COOKIE = '_xsrf';
 interface LoginPayload { u: string; s: string; t: number }
 interface SessionFacts { valid: boolean; user: string; refreshedMs: number }
 
-export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: TokensClient) {
+export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: TokensClient, users: Pick<UserCache, 'forget'>) {
   const sealer = new CookieSealer(config.Hub.cookie_secret);
   const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
   const cacheMs = config.Hub.cache_max_age * 1000;
@@ -114,6 +114,16 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
 
     forgetSession: (id: string) => sessions.delete(id),
     forgetUser: (user: string) => scopesOf.delete(user),
+
+    /**
+     * A login through this gateway may have made the user or changed them (admin, groups, user_info): what this
+     * gateway holds of them goes now, not when the auth actor's event arrives (which may be after the browser's next
+     * request, sent as soon as the login's answer reaches it).
+     */
+    loggedIn(user: string): void {
+      scopesOf.delete(user);
+      users.forget(user);
+    },
     clear() {
       sessions.clear();
       scopesOf.clear();
