@@ -17,12 +17,19 @@ const SUFFIX = Date.now().toString(36);
 const NAMESPACE = `hub-test-${SUFFIX}`;
 const STORAGE_CLASS = `hub-test-${SUFFIX}`;
 const PV = `hub-test-home-${SUFFIX}`;
+const LATER_PV = `hub-test-later-${SUFFIX}`;
 const MISSING_IMAGE = 'localhost/hub-cluster/no-such-image:1';
 let cluster: KubeCluster;
 let hub: HubUnderTest;
 let homeDir: string;
 
 const podPath = (name: string) => `/api/v1/namespaces/${NAMESPACE}/pods/${name}`;
+/** A volume on the node for one claim (this cluster has no provisioner). */
+const volumeFor = (name: string, claim: string) => ({
+  apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name },
+  spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], storageClassName: STORAGE_CLASS, persistentVolumeReclaimPolicy: 'Retain',
+    hostPath: { path: homeDir, type: 'Directory' }, claimRef: { namespace: NAMESPACE, name: claim } },
+});
 const kube = (method: string, path: string, body: unknown, expect: number) => cluster.want(method, path, body, expect);
 const startServer = (user: string, body: Record<string, unknown> = {}) => startAndWaitReady(hub.url, ADMIN, user, body);
 
@@ -33,11 +40,7 @@ test.before(async () => {
   // no storage provisioner on this cluster: one volume on the node, for alice's claim only
   homeDir = mkdtempSync(join(tmpdir(), 'hub-k8s-home-'));
   chmodSync(homeDir, 0o777); // the image's jovyan (uid 1000) writes there
-  await kube('POST', '/api/v1/persistentvolumes', {
-    apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: PV },
-    spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], storageClassName: STORAGE_CLASS, persistentVolumeReclaimPolicy: 'Retain',
-      hostPath: { path: homeDir, type: 'Directory' }, claimRef: { namespace: NAMESPACE, name: 'claim-alice' } },
-  }, 201);
+  await kube('POST', '/api/v1/persistentvolumes', volumeFor(PV, 'claim-alice'), 201);
   const port = await freePort();
   hub = await startHub({
     reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() },
@@ -70,7 +73,7 @@ test.after.always(async () => {
   await hub?.stop();
   if (cluster) {
     await cluster.api('DELETE', `/api/v1/namespaces/${NAMESPACE}`).catch(() => undefined);
-    await cluster.api('DELETE', `/api/v1/persistentvolumes/${PV}`).catch(() => undefined);
+    for (const pv of [PV, LATER_PV]) await cluster.api('DELETE', `/api/v1/persistentvolumes/${pv}`).catch(() => undefined);
   }
   if (homeDir) rmSync(homeDir, { recursive: true, force: true });
 });
@@ -168,4 +171,39 @@ test.serial('kubernetes: kill -9 of the spawner leaves the pod serving; the new 
   await kube('DELETE', `${podPath('jupyter-bob')}?gracePeriodSeconds=0`, undefined, 200);
   await waitFor('bob\'s end noticed', async () =>
     (Object.keys((await api('GET', '/users/bob', { token: ADMIN })).body.servers).length === 0 ? true : undefined), 30_000);
+});
+
+test.serial('kubernetes: a spawner killed while a pod waits for its volume: the new spawner re-attaches to the starting pod and the start completes once it runs', async (t) => {
+  const api = apiClient(hub.url);
+  t.is((await api('POST', '/users/frank', { token: ADMIN })).status, 201);
+  // the claim has no volume yet: the pod waits, unscheduled, and that does not end the start
+  const asked = api('POST', '/users/frank/server', { token: ADMIN, body: { profile: 'home' } }).catch((e: Error) => ({ status: 0, body: e.message }));
+  const starting = await waitFor('frank\'s pod created', async () => {
+    const r = await serverRecord(hub.natsUrl, 'frank');
+    return r?.state === 'spawn' && (r.spawner_state as { uid?: string }).uid ? r : undefined;
+  }, 60_000, 50);
+  const uid = (starting.spawner_state as { uid: string }).uid;
+  await waitFor('the scheduler to hold the pod back for its claim', async () => {
+    const p = await kube('GET', podPath('jupyter-frank'), undefined, 200);
+    return p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'PodScheduled' && c.status === 'False') ? true : undefined;
+  }, 60_000, 100);
+
+  const spawner = hub.children().spawner!;
+  process.kill(spawner, 'SIGKILL');
+  await asked; // the start's answer is lost with its spawner
+  await waitFor('a new spawner', async () => (hub.children().spawner !== spawner ? true : undefined), 20_000);
+  // the new spawner answers (health) only once it has looked at this node's servers: frank's start is its own from then
+  await waitFor('the new spawner serving', async () => ((await fetch(`${hub.url}/hub/health`)).status === 200 ? true : undefined), 60_000, 100);
+  t.is((await serverRecord(hub.natsUrl, 'frank'))!.state, 'spawn', 'still starting');
+
+  await kube('POST', '/api/v1/persistentvolumes', volumeFor(LATER_PV, 'claim-frank'), 201);
+  await waitFor('frank\'s server ready', async () => ((await api('GET', '/users/frank', { token: ADMIN })).body.servers['']?.ready ? true : undefined), 120_000, 250);
+  const rec = (await serverRecord(hub.natsUrl, 'frank'))!;
+  t.is((rec.spawner_state as { uid: string }).uid, uid, 'the pod the first spawner made');
+  t.not(rec.instance, starting.instance, 'made ready by the new spawner');
+  const pod = await kube('GET', podPath('jupyter-frank'), undefined, 200);
+  t.is(rec.target, `http://${pod.status.podIP}:8888`);
+  const token = (await api('POST', '/users/frank/tokens', { token: ADMIN, body: {} })).body.token;
+  t.is((await fetch(`${hub.url}/user/frank/api/status`, { headers: { authorization: `token ${token}` } })).status, 200);
+  t.is((await api('DELETE', '/users/frank/server', { token: ADMIN })).status, 204);
 });
