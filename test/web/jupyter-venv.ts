@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO, sleep, type HubUnderTest } from '../harness.js';
 import type { Response } from 'playwright-core';
-import { launchBrowser, type Browser, type Page } from './browser.js';
+import { launchBrowser, type Browser, type BrowserContext, type Page } from './browser.js';
 
 export const VENV = join(REPO, '.cache', 'jupyter-6.1');
 export const SINGLEUSER = join(VENV, 'bin', 'jupyterhub-singleuser');
@@ -165,4 +165,13 @@ export function hopsOf(response: Response | null): string[] {
 /** One value of JupyterLab's page config (what the single-user server put in the page: hubUser, hubServerUser...). */
 export function pageConfig(page: Page, key: string): Promise<unknown> {
   return page.evaluate((k) => (JSON.parse(document.getElementById('jupyter-config-data')?.textContent ?? '{}') as Record<string, unknown>)[k], key);
+}
+
+/**
+ * Loads that failed without an answer (a refused or reset connection, an aborted navigation) in any page of the
+ * context, added to its errors: the evidence when JupyterLab shows a dialog about a request that failed.
+ */
+export function withFailedLoads<T extends { context: BrowserContext; errors: string[] }>(p: T): T {
+  p.context.on('requestfailed', (r) => p.errors.push(`failed ${r.method()} ${r.url()}: ${r.failure()?.errorText ?? '?'}`));
+  return p;
 }

@@ -15,7 +15,7 @@ import { apiClient, randomToken } from '../api/client.js';
 import { serverRecord, systemAccounts } from '../spawner/helpers.js';
 import { login, newPage } from './browser.js';
 import {
-  copyShareableLink, CULLER, fileRow, hopsOf, logsOf, newNotebook, pageConfig, saveNotebookAs, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence,
+  copyShareableLink, CULLER, fileRow, hopsOf, logsOf, newNotebook, pageConfig, saveNotebookAs, serverLogs, userProcessesEnd, VENV, venvBrowser, venvSpawnerConfig, withEvidence, withFailedLoads,
 } from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
@@ -48,10 +48,10 @@ async function labSession(t: ExecutionContext, base: string, accountRole: string
       Spawner: venvSpawnerConfig(),
     },
   });
-  const { context, page, errors } = await newPage(browser());
+  const { context, page, errors } = withFailedLoads(await newPage(browser()));
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: hub.url });
-  const bobs = await newPage(browser());
-  const carols = await newPage(browser());
+  const bobs = withFailedLoads(await newPage(browser()));
+  const carols = withFailedLoads(await newPage(browser()));
   try {
     await withEvidence(t, [{ page, errors }, bobs, carols], hub, async () => {
       // bob has signed in once (the hub knows him: alice can share with him)

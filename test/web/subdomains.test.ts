@@ -6,7 +6,9 @@
 // Then script on alice's host — in alice's browser, and in bob's when alice shares her server with him — tries what
 // a malicious notebook or file would: the hub's API with the visitor's session (blocked: the browser refuses the
 // answer to the script, and a write reaches nothing), bob's server with bob's cookies (blocked), bob's server by path
-// on alice's host (404). Nothing is skipped.
+// on alice's host (404). JupyterLab's Copy Shareable Link on alice's host gives a /hub/user-redirect link there: it
+// leads each person who opens it, through the hub's host, to the path on their own server (as the established hub's);
+// bob reaches alice's notebook through her share; carol, not shared it, is refused. Nothing is skipped.
 import test from 'ava';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,9 +17,13 @@ import { freePort, startHub, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { systemAccounts } from '../spawner/helpers.js';
 import { login, newPage, type Page } from './browser.js';
-import { logsOf, newNotebook, userProcessesEnd, venvBrowser, venvSpawnerConfig, withEvidence } from './jupyter-venv.js';
+import {
+  copyShareableLink, fileRow, hopsOf, logsOf, newNotebook, pageConfig, saveNotebookAs, userProcessesEnd, venvBrowser, venvSpawnerConfig, withEvidence, withFailedLoads,
+} from './jupyter-venv.js';
 
 const PASSWORD = 'correct horse battery';
+/** the notebook alice saves and shares */
+const NOTEBOOK = 'for-bob.ipynb';
 const ADMIN = randomToken();
 const accounts = systemAccounts('sd');
 const browser = venvBrowser(accounts);
@@ -51,8 +57,8 @@ async function startFromHome(page: Page, user: string, serverOrigin: string): Pr
 test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s host cannot use the hub\'s API as its visitor nor reach bob\'s server as bob', async (t) => {
   const alice = accounts.name('a');
   const bob = accounts.name('b');
-  accounts.addUser(alice);
-  accounts.addUser(bob);
+  const carol = accounts.name('c');
+  for (const u of [alice, bob, carol]) accounts.addUser(u);
   const port = await freePort();
   const hubOrigin = `http://hub.localhost:${port}`;
   const aliceOrigin = `http://${alice}.hub.localhost:${port}`;
@@ -72,10 +78,12 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
       },
     });
     const api = apiClient(hub.url);
-    const a = await newPage(browser());
-    const b = await newPage(browser());
+    const a = withFailedLoads(await newPage(browser()));
+    const b = withFailedLoads(await newPage(browser()));
+    const c = withFailedLoads(await newPage(browser()));
+    await a.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: aliceOrigin });
     try {
-      await withEvidence(t, [a, b], hub, async () => {
+      await withEvidence(t, [a, b, c], hub, async () => {
         // both log in at the hub's host and start their servers from its home page
         await login(a.page, hubOrigin, alice, PASSWORD);
         t.is(new URL(a.page.url()).origin, hubOrigin);
@@ -91,6 +99,20 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
 
         // a cell runs on alice's kernel: its output comes over the WebSocket at her host
         t.is(await (await newNotebook(a.page)).run('print(6*7)'), '42');
+
+        // saved, and its shareable link copied from the file browser: the hub's user-redirect, on alice's host (the
+        // 6.1 server's shareUrl is a path; JupyterLab makes it absolute on the page's own origin)
+        await saveNotebookAs(a.page, NOTEBOOK);
+        const link = await copyShareableLink(a.page, NOTEBOOK);
+        t.is(link, `${aliceOrigin}/hub/user-redirect/lab/tree/${NOTEBOOK}`);
+        /** the hops a person's browser takes from the link: the hub's host, the spawn link, their own server's path */
+        const hopsFor = (user: string, origin: string) => [
+          link, `${hubOrigin}/hub/user-redirect/lab/tree/${NOTEBOOK}`,
+          `${hubOrigin}/hub/spawn/${user}?next=${encodeURIComponent(`/user/${user}/lab/tree/${NOTEBOOK}`)}`, `${origin}/user/${user}/lab/tree/${NOTEBOOK}`,
+        ];
+        // alice opens it: her notebook on her server, with its output
+        t.deepEqual(hopsOf(await a.page.goto(link)), hopsFor(alice, aliceOrigin));
+        await a.page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output', { hasText: /^\s*42\s*$/ }).waitFor({ timeout: 60_000 });
 
         // JupyterLab's hub links go to the hub's host (the 6.1 server's JUPYTERHUB_HOST): File → Hub Control Panel
         await a.page.locator('#jp-menu-panel .lm-MenuBar-item', { hasText: /^File$/ }).click();
@@ -114,15 +136,24 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
         // the same page reads its own server, so the probe itself works
         t.is((await probe(a.page, `/user/${alice}/api/contents`, {}, true)).status, 200);
 
-        // alice shares her server with bob; bob opens it: alice's JupyterLab at alice's host, in bob's browser
+        // alice shares her server with bob
         const shared = await api('POST', `/shares/${alice}/`, { token: ADMIN, body: { user: bob } });
         t.is(shared.status, 200, JSON.stringify(shared.body));
+        // bob opens alice's link: the path on his OWN server, as the established hub's user-redirect, share or not
+        t.deepEqual(hopsOf(await b.page.goto(link)), hopsFor(bob, bobOrigin));
+        await b.page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
+        t.is(await pageConfig(b.page, 'hubServerUser'), bob);
+        // bob opens alice's server: her JupyterLab at her host, in bob's browser
         await b.page.goto(`${aliceOrigin}/user/${alice}/lab`);
         // another's server: the hub asks bob first
         await b.page.waitForURL((u) => u.origin === hubOrigin && u.pathname === '/hub/api/oauth2/authorize', { timeout: 15_000 });
         await Promise.all([b.page.waitForURL((u) => u.origin === aliceOrigin && u.pathname === `/user/${alice}/lab`, { timeout: 30_000 }), b.page.click('button[type=submit]')]);
         await b.page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
         t.is((await probe(b.page, `/user/${alice}/api/contents`, {}, true)).status, 200, 'bob uses alice\'s server through the share');
+        // … and opens her notebook there: its saved output
+        await fileRow(b.page, NOTEBOOK).dblclick({ timeout: 60_000 });
+        await b.page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output', { hasText: /^\s*42\s*$/ }).waitFor({ timeout: 60_000 });
+        t.is(await pageConfig(b.page, 'hubServerUser'), alice);
 
         // script on alice's host, in bob's browser: bob's server with bob's cookies, by its host or by its path here
         const bobServer = await probe(b.page, `${bobOrigin}/user/${bob}/api/contents`, { credentials: 'include' }, true);
@@ -140,17 +171,22 @@ test.serial('subdomains: JupyterLab at each user\'s own host; script on alice\'s
         const bobApi = await probe(b.page, `${hubOrigin}/hub/api/user`, { credentials: 'include' });
         t.is(bobApi.error, 'TypeError', `the hub's API with bob's cookies, from alice's host: ${JSON.stringify(bobApi)}`);
 
+        // carol, not shared anything, opening alice's notebook at her host is refused with a page that says so
+        await login(c.page, hubOrigin, carol, PASSWORD);
+        const refused = await c.page.goto(`${aliceOrigin}/user/${alice}/lab/tree/${NOTEBOOK}`);
+        t.is(refused?.status(), 403, hopsOf(refused).join(' → '));
+        const why = await c.page.locator('main').innerText();
+        t.true(why.includes(`You do not have permission to access Server at ${aliceOrigin}/user/${alice}/.`), why);
+
       });
     } finally {
-      await a.context.close();
-      await b.context.close();
+      for (const p of [a, b, c]) await p.context.close();
     }
   } catch (e) {
     if (hub) t.log(logsOf(hub));
     throw e;
   } finally {
     await hub?.stop();
-    await userProcessesEnd(alice, t);
-    await userProcessesEnd(bob, t);
+    for (const u of [alice, bob, carol]) await userProcessesEnd(u, t);
   }
 });
