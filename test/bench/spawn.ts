@@ -4,7 +4,9 @@
 // that program's start-up costs here, times the count, divided by the cores. This hub's `slurm` row (jobs on
 // a one-node cluster started here, BENCH_SLURM_COUNT at once, default 20) adds SLURM's scheduling and the
 // job wrapper to the same program; the `docker` row runs it in containers on a Podman service started for the
-// run (at most 20 at once: containers cost far more).
+// run (at most 20 at once: containers cost far more); the `kubernetes` row runs the same server in Python (the pod's
+// image has no node) in pods on the real one-node cluster of `npm run cluster` (reused, or brought up), 20 at once at
+// most, beside what the kubelet itself reports for the same starts (pod creation to running).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -16,14 +18,26 @@ import { jupyterhubInstalled, startJupyterHub } from './jupyterhub.js';
 import { aptInstall } from './tools.js';
 import { IMAGE, startPodman } from '../spawner/podman.js';
 import { startSlurmCluster } from '../spawner/slurm-cluster.js';
+import { ensureCluster } from '../spawner/kube-cluster.js';
+import { NODE_NAME } from '../../scripts/cluster.js';
 
 const TARGET = fileURLToPath(new URL('./spawn-target.mjs', import.meta.url));
 const COUNT = Number(process.env.BENCH_SPAWN_COUNT ?? 50);
 const SLURM_COUNT = Math.min(COUNT, Number(process.env.BENCH_SLURM_COUNT ?? 20));
 const ALONE_RUNS = 5;
-/** BENCH_SPAWN_ROWS=simple,slurm runs only those rows (simple, localprocess, docker, slurm, established) */
-const ROWS = new Set((process.env.BENCH_SPAWN_ROWS ?? 'simple,localprocess,docker,slurm,established').split(','));
+/** BENCH_SPAWN_ROWS=simple,slurm runs only those rows (simple, localprocess, docker, kubernetes, slurm, established) */
+const ROWS = new Set((process.env.BENCH_SPAWN_ROWS ?? 'simple,localprocess,docker,kubernetes,slurm,established').split(','));
 const DOCKER_COUNT = Math.min(COUNT, 20);
+const KUBE_COUNT = Math.min(COUNT, 20);
+/** spawn-target.mjs in Python, for the single-user image (no node in it) */
+const PY_TARGET = [
+  'import os, urllib.parse, http.server',
+  "u = urllib.parse.urlparse(os.environ['HUB_SERVICE_URL'])",
+  'class H(http.server.BaseHTTPRequestHandler):',
+  "    def do_GET(self): self.send_response(200); self.end_headers(); self.wfile.write(b'ok\\n')",
+  '    def log_message(self, *a): pass',
+  'http.server.HTTPServer((u.hostname, u.port), H).serve_forever()',
+].join('\n');
 const log = (line: string) => console.error(`bench spawn: ${line}`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
@@ -59,10 +73,10 @@ interface Api {
   token: string;
 }
 
-interface Figures { alone: number; burst: number; stops: number; count: number }
+interface Figures { alone: number; burst: number; stops: number; count: number; note?: string }
 
-/** POST start (waits for ready: slow_spawn_timeout is long), N together, then N stops together. */
-async function measure(api: Api, users: string[]): Promise<Figures> {
+/** POST start (waits for ready: slow_spawn_timeout is long), N together, then N stops together; `alone` wraps the lone starts. */
+async function measure(api: Api, users: string[], alone_?: { before(): Promise<void>; after(): Promise<string> }): Promise<Figures> {
   const start = async (u: string) => {
     const r = await api.call('POST', `/users/${u}/server`, { token: api.token });
     if (r.status !== 201) throw new Error(`start ${u}: ${r.status} ${JSON.stringify(r.body)}`);
@@ -72,6 +86,7 @@ async function measure(api: Api, users: string[]): Promise<Figures> {
     if (r.status !== 204) throw new Error(`stop ${u}: ${r.status} ${JSON.stringify(r.body)}`);
   };
   const alone: number[] = [];
+  await alone_?.before();
   for (let i = 0; i < ALONE_RUNS; i++) {
     const t0 = performance.now();
     await start(users[0]);
@@ -79,6 +94,7 @@ async function measure(api: Api, users: string[]): Promise<Figures> {
     await stop(users[0]);
     await sleep(200);
   }
+  const note = await alone_?.after();
   let t0 = performance.now();
   await Promise.all(users.map(start));
   const burst = performance.now() - t0;
@@ -86,7 +102,7 @@ async function measure(api: Api, users: string[]): Promise<Figures> {
   t0 = performance.now();
   await Promise.all(users.map(stop));
   const stops = performance.now() - t0;
-  return { alone: median(alone), burst, stops, count: users.length };
+  return { alone: median(alone), burst, stops, count: users.length, ...(note ? { note } : {}) };
 }
 
 function accounts(n: number) {
@@ -110,9 +126,11 @@ export async function spawnBench(): Promise<void> {
     const wallAlone = median(probes.map((p) => p.wall));
 
     /** One row: a hub with this backend (and its own options), these users made, then spawned and stopped. */
-    const measureRow = async (label: string, spawner: string, names: string[], backend: Record<string, unknown> = {}) => {
+    const measureRow = async (label: string, spawner: string, names: string[], backend: Record<string, unknown> = {},
+      o: { env?: NodeJS.ProcessEnv; alone?: Parameters<typeof measure>[2] } = {}) => {
       log(`this hub, ${label}`);
       const hub = await startHub({
+        env: o.env,
         config: {
           Hub: { api_tokens: { [token]: 'boss' }, spawner_class: spawner, concurrent_spawn_limit: 0, rpc_timeout: 300 },
           Authenticator: { admin_users: ['boss'] },
@@ -123,7 +141,7 @@ export async function spawnBench(): Promise<void> {
       try {
         const call = apiClient(hub.url);
         await call('POST', '/users', { token, body: { usernames: names } });
-        results.push([`hub ${label}`, await measure({ call, token }, names)]);
+        results.push([`hub ${label}`, await measure({ call, token }, names, o.alone)]);
         log(JSON.stringify(results.at(-1)));
       } finally {
         await hub.stop();
@@ -138,6 +156,36 @@ export async function spawnBench(): Promise<void> {
         });
       } finally {
         await podman.stop();
+      }
+    }
+    if (ROWS.has('kubernetes')) {
+      const cluster = await ensureCluster();
+      const namespace = `hub-bench-${randomBytes(3).toString('hex')}`;
+      await cluster.want('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }, 201);
+      // what the kubelet itself reports for the same starts: its histogram of pod creation → running, before and after
+      const kubelet = async () => {
+        const text = String((await cluster.api('GET', `/api/v1/nodes/${NODE_NAME}/proxy/metrics`)).body);
+        const value = (name: string) => Number(text.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1] ?? NaN);
+        return { sum: value('kubelet_pod_start_total_duration_seconds_sum'), count: value('kubelet_pod_start_total_duration_seconds_count') };
+      };
+      let before = { sum: 0, count: 0 };
+      try {
+        await measureRow('kubernetes', 'kubernetes', users.names.slice(0, KUBE_COUNT), {
+          Spawner: { cmd: ['python3', '-c', PY_TARGET], slow_spawn_timeout: 280, slow_stop_timeout: 280, start_timeout: 280, http_timeout: 280 },
+          KubeSpawner: { image: cluster.image, image_pull_policy: 'IfNotPresent', namespace },
+        }, {
+          env: { KUBECONFIG: cluster.kubeconfig },
+          alone: {
+            before: async () => { before = await kubelet(); },
+            after: async () => {
+              const after = await kubelet();
+              const n = after.count - before.count;
+              return n > 0 ? `the kubelet's own pod creation → running: ${Math.round(((after.sum - before.sum) / n) * 1000)} ms (mean of ${n})` : 'the kubelet reported no start';
+            },
+          },
+        });
+      } finally {
+        await cluster.api('DELETE', `/api/v1/namespaces/${namespace}`).catch(() => undefined);
       }
     }
     if (ROWS.has('slurm')) {
@@ -182,7 +230,7 @@ export async function spawnBench(): Promise<void> {
     console.log(`${'what'.padEnd(40)} ${'one alone'.padStart(16)} ${'N at once'.padStart(22)} ${'N stops'.padStart(10)}`);
     console.log(`${`floor (N = ${COUNT})`.padEnd(40)} ${ms(floorAlone).padStart(16)} ${ms(floorBurst(COUNT)).padStart(22)} ${'-'.padStart(10)}`);
     for (const [label, f] of results) {
-      console.log(`${`${label} (N = ${f.count})`.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${ms(f.burst)} (${above(f.burst, floorBurst(f.count))})`.padStart(22)} ${ms(f.stops).padStart(10)}`);
+      console.log(`${`${label} (N = ${f.count})`.padEnd(40)} ${`${ms(f.alone)} (${above(f.alone, floorAlone)})`.padStart(16)} ${`${ms(f.burst)} (${above(f.burst, floorBurst(f.count))})`.padStart(22)} ${ms(f.stops).padStart(10)}${f.note ? `   ${f.note}` : ''}`);
     }
   } finally {
     users.remove();
