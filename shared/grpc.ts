@@ -39,6 +39,11 @@ function serviceConstructor(actor: string): grpc.ServiceClientConstructor {
 /** Metadata key carrying the caller's absolute deadline: gRPC's own is relative and restarts its clock at the
  * receiver, so a request that waited in a stopped or busy process would look fresh (epoch ms, same-host clocks). */
 const DEADLINE_KEY = 'hub-deadline-ms';
+/**
+ * grpc-js keeps channelz (its introspection service's counters and traces) for every channel, subchannel, server and
+ * call unless told not to; nothing here serves channelz, so each call would pay for bookkeeping no one reads.
+ */
+const NO_CHANNELZ = { 'grpc.enable_channelz': 0 } as const;
 /** Metadata keys of the request context (shared/context.ts), next to the deadline. */
 const REQUEST_ID_KEY = 'hub-request-id';
 const WHO_KEY = 'hub-who';
@@ -59,7 +64,7 @@ export async function serveGrpc<A extends ServiceActor>(actor: A, socketPath: st
       });
     };
   }
-  const server = new grpc.Server();
+  const server = new grpc.Server(NO_CHANNELZ);
   server.addService(ctor.service, impl);
   // Bound under a name of this process's own, then renamed over the actor's path in one step: callers that connect
   // from now on reach this server, while a predecessor still running (`hub restart`) keeps its open connections
@@ -197,6 +202,7 @@ export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: s
   const client = new ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), {
     'grpc.initial_reconnect_backoff_ms': 100,
     'grpc.max_reconnect_backoff_ms': 1000,
+    ...NO_CHANNELZ,
   }) as grpc.Client & Record<string, Function>;
   const typed: Record<string, unknown> = { close: () => client.close() };
   for (const method of Object.keys(ctor.service)) {
