@@ -2,12 +2,12 @@
 // all sharing the NATS token (the harness gives every hub the same one) and the cookie secret.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from 'nats';
-import { freePort, isAlive, NATS_ADMIN, NATS_TOKEN, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, isAlive, NATS_ADMIN, NATS_TOKEN, REPO, startHub, stopChild, waitFor, type HubUnderTest } from '../harness.js';
 import { natsServerConfig } from '../../shared/nats-server-config.js';
 import { SERVERS_BUCKET, serverKey } from '../../shared/servers.js';
 
@@ -121,6 +121,43 @@ export function load(url: string, token: string, workers: number, seconds: numbe
       }
     });
   });
+}
+
+/**
+ * nginx in front of gateways, configured by the README's example ("Several nodes"): its upstream servers become
+ * `gatewayPorts` on 127.0.0.1 and its TLS listener a plain one on a free loopback port; the rest as written. So
+ * the example is what the test runs. Config, logs and temp files in a temp dir; in the foreground.
+ */
+export async function startReadmeNginx(gatewayPorts: number[]): Promise<{ url: string; stop(): Promise<void> }> {
+  const example = /```nginx\n([\s\S]*?)```/.exec(readFileSync(join(REPO, 'README.md'), 'utf8'))?.[1];
+  if (!example) throw new Error('README.md has no nginx example');
+  const port = await freePort();
+  let upstreams = 0;
+  const server = example.replace(/server 10\.0\.0\.\d+:8000/g, () => `server 127.0.0.1:${gatewayPorts[upstreams++]}`)
+    .replace('listen 443 ssl;', `listen 127.0.0.1:${port};`).replace(/^\s*ssl_certificate(_key)?\s.*$/gm, '');
+  if (upstreams !== gatewayPorts.length) throw new Error(`README's nginx example names ${upstreams} gateways, the test has ${gatewayPorts.length}`);
+  const dir = mkdtempSync(join(tmpdir(), 'hub-nginx-'));
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
+  writeFileSync(join(dir, 'nginx.conf'), `daemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log warn;\nevents { worker_connections 1024; }\nhttp {\n`
+    + `access_log off;\n${['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((d) => `${d === 'body' ? 'client_body' : d}_temp_path ${dir}/${d};`).join('\n')}\n${server}}\n`);
+  const proc = spawn('/usr/sbin/nginx', ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d) => { err += d; });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    await stopChild(proc);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor('nginx to answer', async () => {
+      if (proc.exitCode !== null) throw new Error(`nginx exited: ${err.slice(0, 500)}`);
+      return (await fetch(`${url}/hub/health`)).status === 200 ? true : undefined;
+    }, 15_000, 100);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { url, stop };
 }
 
 /** kill -9 of a whole node: its supervisor first (so nothing restarts), then every child it had. */
