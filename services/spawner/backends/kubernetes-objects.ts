@@ -93,7 +93,10 @@ export function safeSlug(name: string, isValid: (s: string) => boolean = isValid
 /** KubeSpawner's `multi_slug`: `{a}--{b}---{hash}`, the hash over all names joined by a byte UTF-8 never has. */
 export function multiSlug(names: string[], maxLength = 48): string {
   const parts: Buffer[] = [];
-  names.forEach((n, i) => parts.push(...(i ? [Buffer.from([0xff])] : []), Buffer.from(n, 'utf8')));
+  names.forEach((n, i) => {
+    if (i) parts.push(Buffer.from([0xff]));
+    parts.push(Buffer.from(n, 'utf8'));
+  });
   const hash = sha256hex(Buffer.concat(parts)).slice(0, HASH_LENGTH);
   const perName = Math.floor((maxLength - (HASH_LENGTH + 1)) / names.length) - 2;
   if (perName < 2) throw new Error(`not enough characters for ${names.length} names: ${maxLength}`);
@@ -412,11 +415,11 @@ function orderedEnv(entries: EnvEntry[]): V1EnvVar[] {
     const done = new Set(sorted.map((e) => e.name));
     const ready = [...pending.values()].filter((e) => [...e.deps].every((d) => done.has(d)));
     if (!ready.length) {
-      sorted.push(...[...pending.values()].sort(byKey).map((e) => e.env));
+      for (const e of [...pending.values()].sort(byKey)) sorted.push(e.env);
       return sorted;
     }
     for (const e of ready) pending.delete(e.env.name);
-    sorted.push(...ready.sort(byKey).map((e) => e.env));
+    for (const e of ready.sort(byKey)) sorted.push(e.env);
   }
 }
 
