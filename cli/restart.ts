@@ -47,7 +47,7 @@ export async function restart({ config, positional, flags }: VerbInput): Promise
       const lines = r.replaced.map((p) => `${p.id.padEnd(14)} pid ${p.old_pid} -> ${p.pid}  ${(p.ms / 1000).toFixed(1)} s`);
       lines.push(r.ok ? `restarted ${r.replaced.length} processes in ${(r.ms / 1000).toFixed(1)} s` : 'restart stopped:');
       pushAll(lines, r.problems.map((p) => `  ${p}`));
-      if (r.draining.length) lines.push(`replaced gateways still draining (until their connections close or Supervisor.drain_timeout): pid ${r.draining.join(', ')}`);
+      if (r.draining.length) lines.push(`replaced processes still finishing their work (a gateway its connections, the spawner its starts and stops; at most Supervisor.drain_timeout): pid ${r.draining.join(', ')}`);
       (r.ok ? process.stdout : process.stderr).write(`${lines.join('\n')}\n`);
       return r.ok ? 0 : 1;
     }

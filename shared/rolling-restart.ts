@@ -24,7 +24,7 @@ export interface RestartResult {
   actor: string | null;
   /** each process replaced, in order: its old and new pid and how long its replacement took */
   replaced: { id: string; old_pid: number; pid: number; ms: number }[];
-  /** replaced gateways still draining when the last replacement was done (they end by Supervisor.drain_timeout) */
+  /** replaced processes still finishing their work when the last replacement was done (they end by Supervisor.drain_timeout) */
   draining: number[];
   problems: string[];
   ms: number;

@@ -22,7 +22,8 @@ async function oneHub(gateways: number, restarts: number, repo?: string): Promis
     Hub: { api_tokens: { [admin]: 'boss' }, services: [{ name: 'echo', url: `http://127.0.0.1:${backend.port}` }] },
     Authenticator: { admin_users: ['boss'] },
     Spawner: { cmd: [process.execPath, TARGET] },
-    Supervisor: { gateways }, // drain_timeout 60 s: the WebSocket outlives every restart of a run
+    // the WebSocket outlives every restart of a run (three took more than the default 60 s at load 15-20)
+    Supervisor: { gateways, drain_timeout: 300 },
   } });
   const env = { HUB_NATS_TOKEN: NATS_TOKEN };
   const file = join(hub.dataDir, 'hub.json');
