@@ -133,6 +133,7 @@ export class PodReflector {
   }
 
   private set(key: string, pod: V1Pod): void {
+    if (pod.metadata) delete pod.metadata.managedFields; // often most of a pod's size, and nothing the hub reads
     this.pods.set(key, pod);
     for (const fn of this.listeners) fn(pod, false);
   }
