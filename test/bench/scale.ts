@@ -6,7 +6,11 @@
 //   - API read throughput with 1 and 2 gateways on the shared port (wrk, GET /hub/api/users/<name>).
 //   - spawns per second with 1 and 2 spawner nodes: BENCH_SCALE_SPAWNS starts at once (default 40) through node
 //     a's API until every one is ready (placement "spread"; node b runs spawner and gateway on node a's NATS).
-// BENCH_SECONDS sets each wrk run (default 10); BENCH_ROUTE_CHANGES the samples per propagation row (default 200).
+//   - the API through 1, 2 and 3 nodes on one PostgreSQL (Hub.db_url; every node runs every actor, nodes b and c on
+//     node a's NATS), next to SQLite files on one node: every node's gateway loaded at once, the 32 connections
+//     shared out, a read (GET /hub/api/users/<name>) and a write to the database (POST /hub/api/users/<name>/tokens).
+// BENCH_SECONDS sets each wrk run (default 10); BENCH_ROUTE_CHANGES the samples per propagation row (default 200);
+// BENCH_SCALE_ONLY=nodes runs only the API over nodes.
 import { RequestStrategy, type KV, type NatsConnection } from 'nats';
 import { randomToken } from '../api/client.js';
 import { startHub, waitFor } from '../harness.js';
@@ -15,9 +19,14 @@ import { encodeJson } from '../../shared/nats.js';
 import { SERVERS_BUCKET, serverKey, type ServerRecord } from '../../shared/servers.js';
 import { natsServiceName, subjects } from '../../shared/subjects.js';
 import { nodeConfig } from '../scale/helpers.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { HubUnderTest } from '../harness.js';
+import { startPostgres } from '../postgres.js';
 import { aptInstall, onPath } from './tools.js';
-import { failures, wrk } from './wrk.js';
+import { failures, wrk, type WrkResult } from './wrk.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CHANGES = Number(process.env.BENCH_ROUTE_CHANGES ?? 200);
@@ -138,9 +147,68 @@ async function spawnRate(nodes: 1 | 2): Promise<{ perSecond: number; placed: Rec
   }
 }
 
+/** wrk on every node's gateway at once, its 32 connections shared out: summed req/s, the worst p99, all failures. */
+async function loadNodes(hubs: HubUnderTest[], path: string, admin: string, seconds: number, script?: string) {
+  const each = Math.max(1, Math.floor(32 / hubs.length));
+  const results: WrkResult[] = await Promise.all(hubs.map((h) => wrk(`${h.url}${path}`, {
+    threads: hubs.length === 1 ? 2 : 1, connections: each, seconds, headers: { Authorization: `token ${admin}` }, script,
+  })));
+  return {
+    reqPerSec: results.reduce((n, r) => n + r.reqPerSec, 0),
+    p50: Math.max(...results.map((r) => r.p50)), p99: Math.max(...results.map((r) => r.p99)),
+    failed: results.reduce((n, r) => n + failures(r), 0),
+  };
+}
+
+/** The API through 1, 2 and 3 nodes on one PostgreSQL, and on SQLite files with one node: one line each. */
+async function apiOverNodes(): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-scale-'));
+  const script = join(dir, 'token.lua');
+  writeFileSync(script, 'wrk.method = "POST"\nwrk.body = \'{"note": "bench", "expires_in": 3600}\'\nwrk.headers["Content-Type"] = "application/json"\n');
+  const postgres = await startPostgres();
+  const lines: string[] = [];
+  try {
+    for (const [db, nodes] of [['sqlite', 1], ['postgresql', 1], ['postgresql', 2], ['postgresql', 3]] as const) {
+      log(`API through ${nodes} node(s), ${db}`);
+      const admin = randomToken();
+      let dbUrl = '';
+      if (db === 'postgresql') {
+        await postgres.createDatabase(`bench_scale_${nodes}`);
+        dbUrl = postgres.url(`bench_scale_${nodes}`);
+      }
+      const shared = {
+        Hub: { api_tokens: { [admin]: 'boss' }, ...(dbUrl ? { db_url: dbUrl, db_kwargs: { max: 4 } } : {}) },
+        Authenticator: { admin_users: ['boss'] },
+      };
+      const hubs: HubUnderTest[] = [];
+      try {
+        hubs.push(await startHub({ config: nodeConfig(shared, { Hub: { node_name: 'node-a' } }) }));
+        for (let i = 1; i < nodes; i++) hubs.push(await startHub({ config: nodeConfig(shared, { Hub: { node_name: `node-${'abc'[i]}`, nats_url: hubs[0].natsUrl } }) }));
+        await loadNodes(hubs, '/hub/api/users/boss', admin, 2); // warm-up: every gateway has read the user and the token
+        const read = await loadNodes(hubs, '/hub/api/users/boss', admin, SECONDS);
+        const write = await loadNodes(hubs, '/hub/api/users/boss/tokens', admin, SECONDS, script);
+        const row = (what: string, r: typeof read) => `${what} ${r.reqPerSec.toFixed(0).padStart(6)} req/s p50 ${r.p50.toFixed(2).padStart(6)} ms p99 ${r.p99.toFixed(2).padStart(7)} ms failed ${r.failed}`;
+        lines.push(`  API through ${nodes} node${nodes > 1 ? 's' : ' '}, ${db.padEnd(10)}  ${row('GET user', read)}   ${row('POST token', write)}`);
+      } finally {
+        for (const h of hubs.reverse()) await h.stop();
+      }
+    }
+  } finally {
+    await postgres.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return lines;
+}
+
 export async function scale(): Promise<void> {
   if (!onPath('wrk')) aptInstall('wrk', log);
   if (!onPath('wrk')) throw new Error('wrk is missing: install it with `apt-get install -y wrk`');
+  if (process.env.BENCH_SCALE_ONLY === 'nodes') {
+    const lines = await apiOverNodes();
+    console.log(`\nscale: the API over nodes (wrk, 32 connections shared out over the nodes' gateways, ${SECONDS} s; this machine: 2 shared cores)`);
+    for (const line of lines) console.log(line);
+    return;
+  }
   const admin = randomToken();
   const rows: string[] = [];
   const api: string[] = [];
@@ -172,6 +240,7 @@ export async function scale(): Promise<void> {
     const r = await spawnRate(nodes);
     spawns.push(`  spawns at once (${SPAWNS}), ${nodes} spawner node${nodes > 1 ? 's' : ' '}   ${r.perSecond.toFixed(1).padStart(6)} spawns/s   placed ${Object.entries(r.placed).map(([n, c]) => `${n} ${c}`).join(', ')}`);
   }
-  console.log(`\nscale (${CHANGES} route changes per row; wrk 2 threads, 32 connections, ${SECONDS} s; this machine: 2 shared cores)`);
-  for (const line of [...rows, ...api, ...spawns]) console.log(line);
+  const overNodes = await apiOverNodes();
+  console.log(`\nscale (${CHANGES} route changes per row; wrk 2 threads, 32 connections, ${SECONDS} s (over nodes: shared out); this machine: 2 shared cores)`);
+  for (const line of [...rows, ...api, ...spawns, ...overNodes]) console.log(line);
 }

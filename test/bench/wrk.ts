@@ -6,6 +6,8 @@ export interface WrkOptions {
   connections?: number;
   seconds?: number;
   headers?: Record<string, string>;
+  /** a wrk Lua script (`-s`), e.g. one that sets the method and body */
+  script?: string;
 }
 
 export interface WrkResult {
@@ -62,8 +64,8 @@ export function parseWrk(out: string): WrkResult {
 }
 
 /** Runs wrk to completion (killed if it overruns its duration by 30 s) and returns its parsed figures. */
-export function wrk(url: string, { threads = 2, connections = 32, seconds = 10, headers = {} }: WrkOptions = {}): Promise<WrkResult> {
-  const args = ['--latency', '-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--timeout', '10s'];
+export function wrk(url: string, { threads = 2, connections = 32, seconds = 10, headers = {}, script }: WrkOptions = {}): Promise<WrkResult> {
+  const args = ['--latency', '-t', String(threads), '-c', String(connections), '-d', `${seconds}s`, '--timeout', '10s', ...(script ? ['-s', script] : [])];
   for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
   args.push(url);
   return new Promise((resolve, reject) => {
