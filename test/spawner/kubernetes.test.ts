@@ -4,10 +4,10 @@
 // image that is not there end their starts with the cluster's reasons; kill -9 of the spawner: the new one re-attaches
 // to the running pod and deletes a labelled pod no server names. Each run has its own namespace and hub id.
 import test from 'ava';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { readProgress, serverRecord, startAndWaitReady } from './helpers.js';
 import { ensureCluster, type KubeCluster } from './kube-cluster.js';
@@ -206,4 +206,24 @@ test.serial('kubernetes: a spawner killed while a pod waits for its volume: the 
   const token = (await api('POST', '/users/frank/tokens', { token: ADMIN, body: {} })).body.token;
   t.is((await fetch(`${hub.url}/user/frank/api/status`, { headers: { authorization: `token ${token}` } })).status, 200);
   t.is((await api('DELETE', '/users/frank/server', { token: ADMIN })).status, 204);
+});
+
+test.serial('kubernetes: a hub without Kubernetes credentials, or with a kubeconfig that is not there, does not start and says why', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'hub-k8s-nocreds-'));
+  try {
+    const config = join(dir, 'hub.json');
+    writeFileSync(config, JSON.stringify({
+      Hub: { data_dir: join(dir, 'data'), port: await freePort(), nats_port: await freePort(), spawner_class: 'kubernetes' },
+      KubeSpawner: { image: 'localhost/hub-cluster/singleuser:6.1.1-lab4.6.6' },
+    }));
+    const env = { HOME: dir, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' };
+    const none = await runHubCommand(['--config', config], { env });
+    t.not(none.code, 0);
+    t.regex(none.stderr + none.stdout, /no Kubernetes credentials: the hub runs neither in a pod with a service account nor with a kubeconfig \(set KUBECONFIG, or put one at ~\/\.kube\/config\)/);
+    const missing = await runHubCommand(['--config', config], { env: { ...env, KUBECONFIG: join(dir, 'nowhere.kubeconfig') } });
+    t.not(missing.code, 0);
+    t.regex(missing.stderr + missing.stdout, /KUBECONFIG names \S*nowhere\.kubeconfig, which does not exist/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

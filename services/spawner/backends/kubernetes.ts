@@ -85,7 +85,7 @@ export function preflight(ctx: BackendContext): Preflight {
   const problems = [...kubeSpawnerOptionProblems(section)];
   const warnings: string[] = [];
   const source = credentialSource();
-  if (typeof source === 'string') problems.push(`Hub.spawner_class is "kubernetes" but there are ${source.replace(/^no /, 'no ')}`);
+  if (typeof source === 'string') problems.push(`Hub.spawner_class is "kubernetes": ${source}`);
   const caFile = str(section.k8s_api_ssl_ca_cert);
   if (caFile && !existsSync(caFile)) problems.push(`KubeSpawner.k8s_api_ssl_ca_cert ${caFile} does not exist`);
   const reach = usesTls(ctx.config) ? hubPublicUrl(ctx.config) : hubInternalUrl(ctx.config);
