@@ -117,7 +117,9 @@ export class SupervisedChild {
   }
 
   start(): void {
-    this.proc = this.spawnProcess();
+    // restarted after a crash while a replaced process still finishes its work: it is that one's successor too
+    const draining = [...this.draining].find((p) => p.exitCode === null && p.signalCode === null);
+    this.proc = this.spawnProcess(draining ? { [PREDECESSOR_ENV]: String(draining.pid) } : {});
     this.startedAt = Date.now();
     this.onChange();
   }
@@ -208,7 +210,8 @@ export class SupervisedChild {
       const told = old.connected && (() => { try { return old.send(notice); } catch { return false; } })();
       const gone = (told ? this.exitedWithin(old, drainMs + this.policy.shutdownMs) : Promise.resolve(false))
         .then((exited) => (exited ? undefined : this.terminate(old, this.policy.shutdownMs)))
-        .then(() => { if (fresh.connected) fresh.send({ type: PREDECESSOR_GONE_MESSAGE }); });
+        // told to whichever process is the successor now (the fresh one, or its restart after a crash)
+        .then(() => { const now = this.proc; if (now && now !== old && now.connected) now.send({ type: PREDECESSOR_GONE_MESSAGE }); });
       this.draining.add(old);
       void gone.then(() => this.draining.delete(old));
       this.predecessorGone = gone;
