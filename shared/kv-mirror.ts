@@ -10,7 +10,7 @@
 //     copy current meanwhile, and the watch is made again after WATCH_HEARTBEAT_MS × 2–3 (see watchBucket).
 import { consumerOpts, DeliverPolicy, type ConsumerInfo, type JsMsg, type KV } from 'nats';
 import type { Logger } from './log.js';
-import { encodeJson, openKv, type NatsConnection } from './nats.js';
+import { encodeJson, jetStreamReplicas, openKv, type NatsConnection } from './nats.js';
 
 const RETRY_FIRST_MS = 250;
 // a reload that fails (the bucket's stream electing a leader after a member died) is tried again within 2 s at most
@@ -24,9 +24,10 @@ const RETRY_MAX_MS = 2000;
  */
 export const WATCH_HEARTBEAT_MS = 1000;
 /**
- * How often a mirror asks the bucket's stream, by a direct get, for anything after its revision: one small
- * request (answered "nothing newer" while the watch is live) that bounds how far behind a copy can be when its
- * watch is lost, whatever the cluster is doing (any member with a replica answers).
+ * How often a mirror of a bucket kept on several members (Hub.nats_replicas > 1) asks the bucket's stream, by a
+ * direct get, for anything after its revision: one small request (answered "nothing newer" while the watch is
+ * live) that bounds how far behind a copy can be when its watch is lost, whatever the cluster is doing (any member
+ * with a replica answers).
  */
 export const PROBE_MS = 1000;
 /** deadline of one JetStream API call of a watch or a catch-up read: retried with backoff while a stream elects its leader */
@@ -275,8 +276,10 @@ export async function mirrorKv<V>(nc: NatsConnection, options: KvMirrorOptions<V
     }
   }
 
-  const probe = setInterval(() => void catchUp(), PROBE_MS);
-  probe.unref();
+  // Only a bucket kept on several members can lose its watch's consumer while the bucket itself stays readable:
+  // one NATS server alone (a single node) loses both together, and the reconnect's reload covers that.
+  const probe = jetStreamReplicas(nc) > 1 ? setInterval(() => void catchUp(), PROBE_MS) : undefined;
+  probe?.unref();
 
   return {
     kv,

@@ -43,6 +43,7 @@ test.serial('kv mirror: its watch consumer\'s member dies while its own connecti
     const inboxPrefix = `_INBOX_try${attempt}`;
     const reader = await connect({ servers: home.url, ...NATS_ADMIN, noRandomize: true, inboxPrefix });
     conns.push(reader);
+    setJetStreamReplicas(reader, 3); // as every actor's connection with Hub.nats_replicas 3
     const m = await mirrorKv<string>(reader, { bucket: BUCKET, decode: (_k, v) => decoder.decode(v), loadTimeoutMs: 20_000, log });
     mirrors.push(m);
     t.is(m.get('first'), '1');
