@@ -32,7 +32,7 @@ export interface Compatibility {
 /** Tables whose rows are not configuration options. */
 const NOT_OPTIONS = /^(Classes|The single-user server's environment)$/;
 /** Companion tables titled by their package whose rows name bare options: the class they belong to. */
-const TITLED_CLASSES: Record<string, string> = { oauthenticator: 'OAuthenticator', dockerspawner: 'DockerSpawner' };
+const TITLED_CLASSES: Record<string, string> = { oauthenticator: 'OAuthenticator', dockerspawner: 'DockerSpawner', kubespawner: 'KubeSpawner' };
 
 const cells = (line: string) => {
   const parts = line.split('|').slice(1, -1).map((c) => c.trim());
@@ -45,11 +45,11 @@ function optionNames(first: string, tableClass: string): string[] {
   let owner = tableClass;
   const names: string[] = [];
   for (const [, token] of text.matchAll(/`([^`]+)`/g)) {
-    const m = /^([A-Za-z]+)\.([A-Za-z_]+)$/.exec(token);
+    const m = /^([A-Za-z]+)\.([A-Za-z_][A-Za-z0-9_]*)$/.exec(token);
     if (m) {
       owner = m[1];
       names.push(token);
-    } else if (/^[a-z_]+$/.test(token) && owner) names.push(`${owner}.${token}`);
+    } else if (/^[a-z_][a-z0-9_]*$/.test(token) && owner) names.push(`${owner}.${token}`); // k8s_api_host
   }
   return names;
 }

@@ -3,7 +3,7 @@
 // ✓ row is copied under the same name, a ≈ row is renamed to the option its third column starts with. TRANSFORMS
 // below holds only the ≈ rows whose values change form on the way, and what the established hub did by default
 // that this hub must be told. Python callables are never carried: each is listed with its line, to port by hand.
-import { SCHEMA, ConfigError, validateConfig, type OptionSpec } from '../shared/config.js';
+import { SCHEMA, ConfigError, startOption, validateConfig, type OptionSpec } from '../shared/config.js';
 import { compatibility, type Compatibility, type OptionRow } from './compatibility.js';
 
 export const TAG = '__hub_import__';
@@ -67,7 +67,7 @@ const ENTRY_POINTS: Record<Kind, Record<string, string>> = {
 /** The class each of this hub's backends stands in for (a subclass maps to its nearest one). */
 const BACKEND_OF: Record<Kind, Record<string, string>> = {
   authenticator: { PAMAuthenticator: 'pam', DummyAuthenticator: 'dummy', SharedPasswordAuthenticator: 'shared-password', LDAPAuthenticator: 'ldap', OAuthenticator: 'oauth' },
-  spawner: { SimpleLocalProcessSpawner: 'simple', LocalProcessSpawner: 'localprocess', DockerSpawner: 'docker', SlurmSpawner: 'slurm' },
+  spawner: { SimpleLocalProcessSpawner: 'simple', LocalProcessSpawner: 'localprocess', DockerSpawner: 'docker', SlurmSpawner: 'slurm', KubeSpawner: 'kubernetes' },
 };
 
 /** Where a config section's options come from when the class does not define them (traitlets' inheritance). */
@@ -93,7 +93,12 @@ function parentsOf(section: string, extra: Map<string, string[]>): string[] {
   return [];
 }
 
-const lineageOf = (section: string, extra: Map<string, string[]>) => [section, ...parentsOf(section, extra)];
+/** A section and every class it inherits options from, nearest first (a class written in the file on a companion's placeholder reaches Spawner through it). */
+function lineageOf(section: string, extra: Map<string, string[]>): string[] {
+  const out = [section];
+  for (let i = 0; i < out.length && i < 50; i++) for (const p of parentsOf(out[i], extra)) if (!out.includes(p)) out.push(p);
+  return out;
+}
 
 interface Chosen {
   backend: string;
@@ -223,6 +228,7 @@ function hubConnect(url: string, t: Tools, fromIp = false) {
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   if (t.spawner === 'docker') t.set('DockerSpawner.hub_connect_url', base);
   else if (t.spawner === 'slurm') t.set('SlurmSpawner.hub_api_url', `${base}/hub/api`);
+  else if (t.spawner === 'kubernetes') t.set('KubeSpawner.hub_connect_url', base);
   else return t.skip(`servers of the "${t.spawner}" backend reach the hub at its own address; nothing to set`);
   t.note(`the host kept, the port made this hub's (${port}): there is no separate hub API port here`);
 }
@@ -273,6 +279,7 @@ const TRANSFORMS: Record<string, Transform> = {
   'JupyterHub.hub_connect_ip': (v: string, t) => hubConnect(v, t, true),
   'Spawner.hub_connect_url': (v: string, t) => hubConnect(v, t),
   'DockerSpawner.hub_connect_url': (v: string, t) => hubConnect(v, t),
+  'KubeSpawner.hub_connect_url': (v: string, t) => hubConnect(v, t),
   'JupyterHub.services': (v, t) => services(v, (t.other('JupyterHub', 'service_tokens') ?? {}) as Record<string, string>, t),
   'JupyterHub.service_tokens': (v: Record<string, string>, t) => {
     if (t.other('JupyterHub', 'services') !== undefined) return t.note('merged into Hub.services (each service\'s api_token)');
@@ -286,6 +293,14 @@ const TRANSFORMS: Record<string, Transform> = {
       else left.push(key);
     }
     if (left.length) t.note(`not carried: ${left.join(', ')} (only headers, slow_spawn_timeout and slow_stop_timeout have a place here)`);
+  },
+  'JupyterHub.db_url': (v: string, t) => {
+    const url = String(v);
+    if (/^sqlite:/.test(url)) {
+      t.set('Hub.db_url', 'sqlite');
+      t.note(`this hub's own SQLite files in Hub.data_dir; bring the established hub's users, groups and tokens over once with \`hub import jupyterhub --db ${url}\``);
+    } else if (/^postgres(?:ql)?(?:\+\w+)?:\/\//.test(url)) t.set('Hub.db_url', url.replace(/^postgres(?:ql)?(?:\+\w+)?:/, 'postgresql:'));
+    else t.skip(`${url.split(':')[0]}: ${compatibility().options.get('JupyterHub.db_url')?.note.match(/Not MySQL\./)?.[0] ?? 'not a database this hub uses'} (SQLite or PostgreSQL)`);
   },
   'JupyterHub.config_file': (_v, t) => t.skip('give this file with `--config FILE` or HUB_CONFIG'),
   'JupyterHub.use_legacy_stopped_server_status_code': (v, t) => t.skip(v ? 'nothing to set: this hub always gives the legacy answer' : 'this hub always gives the legacy answer (503): clients expecting 424 must be told'),
@@ -342,7 +357,51 @@ const TRANSFORMS: Record<string, Transform> = {
     if (v === '' || v === null) return t.skip('empty');
     t.add('SlurmSpawner.req_options', [`--${name}=${v}`]);
   }])),
+  'KubeSpawner.profile_list': (v, t) => {
+    const dropped = new Map<string, string>();
+    t.set('KubeSpawner.profile_list', profileList(v, dropped));
+    for (const [key, why] of dropped) t.note(`kubespawner_override ${JSON.stringify(key)} left out of every profile: ${why}`);
+  },
+  'KubeSpawner.events_enabled': (v, t) => {
+    const always = compatibility().options.get('KubeSpawner.events_enabled')?.note ?? 'always on';
+    if (v === false) t.skip(`cannot be turned off: ${always}`);
+    else t.note(always);
+  },
 };
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Why a kubespawner_override key cannot be one here (COMPATIBILITY.md's reason where it has one), or undefined when it can. */
+function overrideKeyProblem(key: string): string | undefined {
+  if (Object.hasOwn(SCHEMA.KubeSpawner, key)) return undefined;
+  const target = startOption(key);
+  if (typeof target !== 'string' && target.section === 'Spawner') return undefined;
+  const row = compatibility().options.get(`KubeSpawner.${key}`) ?? compatibility().options.get(`Spawner.${key}`);
+  return row?.mark === '✗' ? row.note : typeof target === 'string' ? target : `${target.section}.${key} is no option of KubeSpawner or Spawner`;
+}
+
+/**
+ * KubeSpawner's profile_list (a list, or an object of profiles) with every kubespawner_override (the profile's, its
+ * profile_options' choices' and unlisted choices') keeping only keys this hub's starts can set; the others in `dropped`.
+ */
+function profileList(value: unknown, dropped: Map<string, string>): unknown {
+  const override = (o: unknown) => {
+    if (!isPlainObject(o)) return o;
+    return Object.fromEntries(Object.entries(o).filter(([key]) => {
+      const why = overrideKeyProblem(key);
+      if (why) dropped.set(key, why);
+      return !why;
+    }));
+  };
+  const mapValues = (o: unknown, f: (x: unknown) => unknown) => (isPlainObject(o) ? Object.fromEntries(Object.entries(o).map(([k, x]) => [k, f(x)])) : o);
+  const withOverride = (o: unknown) => (isPlainObject(o) && 'kubespawner_override' in o ? { ...o, kubespawner_override: override(o.kubespawner_override) } : o);
+  const option = (o: unknown) => (isPlainObject(o) ? { ...o, ...('choices' in o ? { choices: mapValues(o.choices, withOverride) } : {}), ...('unlisted_choice' in o ? { unlisted_choice: withOverride(o.unlisted_choice) } : {}) } : o);
+  const profile = (p: unknown) => {
+    const out = withOverride(p);
+    return isPlainObject(out) && 'profile_options' in out ? { ...out, profile_options: mapValues(out.profile_options, option) } : out;
+  };
+  return Array.isArray(value) ? value.map(profile) : mapValues(value, profile);
+}
 
 /** dockerspawner's {host: container} or {host: {bind, mode}} → strings with ":ro". */
 function dockerVolumes(v: Record<string, unknown>, t: Tools): Record<string, string> {
@@ -363,10 +422,12 @@ const unset = (c: HubConfigInput, target: string) => { const [s, o] = target.spl
 
 const DEFAULTS: Default[] = [
   { to: 'Hub.env_prefix_aliases', value: ['JUPYTERHUB_'], why: 'servers and services made for the established hub read JUPYTERHUB_* variables', when: (c) => unset(c, 'Hub.env_prefix_aliases') },
-  { to: 'Spawner.cmd', value: ['jupyterhub-singleuser'], why: 'the established hub\'s servers (this hub\'s default is its own small server)', when: (c, k) => k.spawner !== 'docker' && unset(c, 'Spawner.cmd') },
+  { to: 'Spawner.cmd', value: ['jupyterhub-singleuser'], why: 'the established hub\'s servers (this hub\'s default is its own small server)', when: (c, k) => k.spawner !== 'docker' && k.spawner !== 'kubernetes' && unset(c, 'Spawner.cmd') },
   { to: 'DockerSpawner.cmd_from_image', value: true, why: 'DockerSpawner runs the image\'s own command unless told otherwise', when: (c, k) => k.spawner === 'docker' && unset(c, 'Spawner.cmd') },
   { to: 'DockerSpawner.image', value: 'quay.io/jupyterhub/singleuser:latest', why: 'DockerSpawner\'s default image (this hub has none)', when: (c, k) => k.spawner === 'docker' && unset(c, 'DockerSpawner.image') },
   { to: 'DockerSpawner.remove', value: false, why: 'DockerSpawner keeps stopped containers by default', when: (c, k) => k.spawner === 'docker' && unset(c, 'DockerSpawner.remove') },
+  { to: 'KubeSpawner.cmd', value: [], why: 'KubeSpawner runs the image\'s own command unless told otherwise (cmd None)', when: (c, k) => k.spawner === 'kubernetes' && unset(c, 'Spawner.cmd') && unset(c, 'KubeSpawner.cmd') },
+  { to: 'KubeSpawner.image', value: 'quay.io/jupyterhub/singleuser:latest', why: 'KubeSpawner\'s default image (this hub has none)', when: (c, k) => k.spawner === 'kubernetes' && unset(c, 'KubeSpawner.image') },
   { to: 'LDAPAuthenticator.use_lookup_dn_username', value: false, why: 'ldapauthenticator 2\'s default', when: (c, k) => k.authenticator === 'ldap' && unset(c, 'LDAPAuthenticator.use_lookup_dn_username') },
 ];
 
@@ -377,7 +438,7 @@ export const TRANSFORMED_OPTIONS = () => Object.keys(TRANSFORMS);
 
 /** Leading `Section.option` names of a ≈ row's note that are options of this hub: the row's targets, in order. */
 function targetsOf(row: OptionRow): string[] {
-  const lead = /^(?:`[A-Za-z]+\.[a-z_]+`(?:[,;]? (?:and )?)?)+/.exec(row.note)?.[0] ?? '';
+  const lead = /^(?:`[A-Za-z]+\.[a-z0-9_]+`(?:[,;]? (?:and )?)?)+/.exec(row.note)?.[0] ?? '';
   return [...lead.matchAll(/`([^`]+)`/g)].map((m) => m[1]).filter((t) => schemaSpec(t));
 }
 
@@ -513,7 +574,10 @@ export function mapConfig(loaded: Loaded, compat: Compatibility = compatibility(
     }
   }
 
-  if (!config.Hub?.ip) report.notes.push('the established hub listened on every interface; this hub listens on 127.0.0.1 unless Hub.ip says otherwise ("0.0.0.0" for every interface)');
+  if (!config.Hub?.ip) {
+    const servers = spawner.backend === 'kubernetes' ? 'pods' : spawner.backend === 'docker' ? 'containers' : '';
+    report.notes.push(`the established hub listened on every interface; this hub listens on 127.0.0.1 unless Hub.ip says otherwise ("0.0.0.0" for every interface)${servers ? `: servers in ${servers} reach it only on an address they can reach` : ''}`);
+  }
   for (const d of DEFAULTS) {
     if (!d.when(config, { spawner: spawner.backend, authenticator: authenticator.backend })) continue;
     put('(established default)', d.to, d.value);
@@ -532,7 +596,7 @@ export function mapConfig(loaded: Loaded, compat: Compatibility = compatibility(
     }
     let removed = false;
     for (const problem of problems) {
-      const target = /^([A-Za-z]+)\.([a-z_]+)/.exec(problem)?.slice(1, 3).join('.');
+      const target = /^([A-Za-z]+)\.([a-z0-9_]+)/.exec(problem)?.slice(1, 3).join('.');
       if (!target || !sources.has(target)) continue;
       const [s, o] = target.split('.');
       if (config[s]?.[o] === undefined) continue;

@@ -204,6 +204,96 @@ test('import-config: the written file is readable only by its owner (it may hold
   t.is(readFileSync(out, 'utf8'), 'mine');
 });
 
+/** The problems `hub start` would stop at, but the one about Kubernetes credentials (no cluster runs for this test). */
+async function startChecksButCredentials(t: import('ava').ExecutionContext, config: Record<string, Record<string, unknown>>): Promise<string[]> {
+  const problems = await startChecks(config);
+  const credentials = problems.filter((p) => p.startsWith('Hub.spawner_class is "kubernetes": '));
+  t.true(credentials.length <= 1, 'at most the one problem of credentials');
+  return problems.filter((p) => !credentials.includes(p));
+}
+
+test('import-config: a zero-to-jupyterhub hub config (KubeSpawner: resources, home claims, scheduling, profiles, the culler) passes every check of `hub start` but the cluster\'s credentials', async (t) => {
+  const { config, report } = await importFixture('own-z2jh');
+  t.like(config.Hub, { spawner_class: 'kubernetes', authenticator_class: 'dummy', allow_named_servers: true, cleanup_servers: false, db_url: 'sqlite' });
+  t.deepEqual(config.Spawner, { slow_spawn_timeout: 0, start_timeout: 300, cmd: ['jupyterhub-singleuser'], default_url: '/lab' }, 'c.KubeSpawner.start_timeout is Spawner\'s option here');
+  const home = 'volume-{user_server}';
+  t.like(config.KubeSpawner, {
+    image: 'quay.io/jupyterhub/k8s-singleuser-sample:4.2.0', image_pull_policy: 'IfNotPresent', namespace: 'jhub',
+    mem_limit: '2G', mem_guarantee: '1G', cpu_limit: 2, cpu_guarantee: 0.5, uid: 1000, fs_gid: 100, service_account: 'jupyter-user',
+    storage_pvc_ensure: true, pvc_name_template: 'claim-{user_server}', storage_class: 'standard-rwo', storage_capacity: '10Gi', storage_access_modes: ['ReadWriteOnce'],
+    node_selector: { 'cloud.google.com/gke-nodepool': 'user-pool' }, extra_labels: { 'hub.jupyter.org/network-access-hub': 'true' },
+    scheduler_name: 'user-scheduler', allow_privilege_escalation: false,
+    hub_connect_url: 'http://hub:8000',
+  });
+  t.deepEqual(config.KubeSpawner.volumes, { [home]: { name: home, persistentVolumeClaim: { claimName: '{pvc_name}' } } });
+  t.deepEqual(config.KubeSpawner.volume_mounts, { [home]: { mountPath: '/home/jovyan', name: home, subPath: null } });
+  t.deepEqual((config.KubeSpawner.tolerations as { key: string }[]).map((x) => x.key), ['hub.jupyter.org/dedicated', 'hub.jupyter.org_dedicated']);
+  t.deepEqual(config.KubeSpawner.node_affinity_preferred, [{ weight: 100, preference: { matchExpressions: [{ key: 'hub.jupyter.org/node-purpose', operator: 'In', values: ['user'] }] } }], '.append() on an option never assigned');
+  const profiles = config.KubeSpawner.profile_list as { display_name: string; kubespawner_override?: Record<string, unknown>; profile_options?: Record<string, { choices: Record<string, { kubespawner_override: Record<string, unknown> }> }> }[];
+  t.deepEqual(profiles.map((p) => p.display_name), ['Python (default)', 'Data science']);
+  t.deepEqual(profiles[1].kubespawner_override, { image: 'quay.io/jupyter/datascience-notebook:2024-10-07', cpu_limit: 4, mem_limit: '8G', mem_guarantee: '4G', default_url: '/lab' });
+  t.deepEqual(profiles[1].profile_options?.gpu.choices.t4.kubespawner_override.extra_resource_limits, { 'nvidia.com/gpu': '1' });
+  t.is(report.mapped.find((m) => m.option === 'JupyterHub.spawner_class')?.note, 'kubespawner.KubeSpawner → "kubernetes"');
+  t.regex(report.mapped.find((m) => m.option === 'JupyterHub.hub_connect_url')?.note ?? '', /the port made this hub's \(8000\)/);
+  for (const [option, row] of [['KubeSpawner.common_labels', 'KubeSpawner.common_labels'], ['Spawner.consecutive_failure_limit', 'Spawner.consecutive_failure_limit'], ['JupyterHub.hub_bind_url', 'JupyterHub.hub_bind_url']]) {
+    t.deepEqual(report.unmapped.find((u) => u.option === option), { option, line: lineOf('own-z2jh', option === 'KubeSpawner.common_labels' ? 'common_labels = c.KubeSpawner.common_labels' : `c.${option}`), why: compatibility().options.get(row)!.note }, option);
+  }
+  t.deepEqual(report.defaults.map((d) => d.to), ['Hub.env_prefix_aliases'], 'the file gives the image and the command');
+  t.deepEqual(await startChecksButCredentials(t, config), []);
+});
+
+test('import-config: a KubeSpawner subclass written in the file, the entry point name, a callable profile_list and overrides this hub has no option for', async (t) => {
+  const { config, report } = await importSource('kube-subclass', [
+    'from kubespawner import KubeSpawner',
+    'class CourseSpawner(KubeSpawner):',
+    '    def start(self):',
+    '        return super().start()',
+    'c.JupyterHub.spawner_class = CourseSpawner',
+    'c.JupyterHub.authenticator_class = "dummy"',
+    'c.JupyterHub.port = 8100',
+    'c.JupyterHub.hub_connect_ip = "10.0.0.5"',
+    'c.CourseSpawner.start_timeout = 120',
+    'c.CourseSpawner.image = "registry.example.org/course:3"',
+    'c.KubeSpawner.delete_stopped_pods = False',
+    'c.KubeSpawner.k8s_api_request_timeout = 10',
+    'c.KubeSpawner.modify_pod_hook = lambda spawner, pod: pod',
+    'c.DockerSpawner.image = "ignored"',
+    'def profiles(spawner):',
+    '    return []',
+    'c.KubeSpawner.profile_list = profiles',
+    '',
+  ].join('\n'));
+  t.is(config.Hub.spawner_class, 'kubernetes');
+  t.is(config.Spawner.start_timeout, 120, 'a subclass of a companion\'s class inherits Spawner\'s options');
+  t.deepEqual(config.KubeSpawner, { image: 'registry.example.org/course:3', k8s_api_request_timeout: 10, hub_connect_url: 'http://10.0.0.5:8100', cmd: [] });
+  t.true(report.defaults.some((d) => d.to === 'KubeSpawner.cmd'), 'KubeSpawner runs the image\'s own command by default');
+  t.is(report.unmapped.find((u) => u.option === 'KubeSpawner.delete_stopped_pods')?.why, compatibility().options.get('KubeSpawner.delete_stopped_pods')!.note);
+  t.is(report.unmapped.find((u) => u.option === 'DockerSpawner.image')?.why, 'applies to DockerSpawner, and the file\'s spawner is CourseSpawner');
+  t.deepEqual(callable(report, 'KubeSpawner.profile_list'), { option: 'KubeSpawner.profile_list', name: 'profiles', line: 17, defined: { file: join(dir, 'kube-subclass.py'), line: 15 }, why: `this hub takes no Python here: ${compatibility().options.get('KubeSpawner.profile_list')!.note}` });
+  t.is(callable(report, 'KubeSpawner.modify_pod_hook')?.why, compatibility().options.get('KubeSpawner.modify_pod_hook')!.note);
+  t.is(callable(report, 'CourseSpawner.start')?.defined?.line, 3);
+  t.deepEqual(await startChecksButCredentials(t, config), []);
+
+  // by its entry point name; a profile's override of an option this hub does not have is left out with its reason
+  const named = await importSource('kube-named', [
+    'c.JupyterHub.spawner_class = "kubespawner"',
+    'c.KubeSpawner.profile_list = [',
+    '    {"display_name": "Small", "kubespawner_override": {"cpu_limit": 1, "delete_stopped_pods": False}},',
+    '    {"display_name": "Big", "profile_options": {"image": {"display_name": "Image", "unlisted_choice": {"enabled": True, "kubespawner_override": {"image": "{value}", "common_labels": {"a": "b"}}}}}},',
+    ']',
+    '',
+  ].join('\n'));
+  t.is(named.config.Hub.spawner_class, 'kubernetes');
+  t.deepEqual(named.config.KubeSpawner.profile_list, [
+    { display_name: 'Small', kubespawner_override: { cpu_limit: 1 } },
+    { display_name: 'Big', profile_options: { image: { display_name: 'Image', unlisted_choice: { enabled: true, kubespawner_override: { image: '{value}' } } } } },
+  ]);
+  const note = named.report.mapped.find((m) => m.option === 'KubeSpawner.profile_list')?.note ?? '';
+  t.true(note.includes(`kubespawner_override "delete_stopped_pods" left out of every profile: ${compatibility().options.get('KubeSpawner.delete_stopped_pods')!.note}`), note);
+  t.true(note.includes(`kubespawner_override "common_labels" left out of every profile: ${compatibility().options.get('KubeSpawner.common_labels')!.note}`), note);
+  t.deepEqual(await startChecksButCredentials(t, named.config), []);
+});
+
 /** Imports a config written here (for forms of values the example files do not show). */
 async function importSource(name: string, source: string): Promise<Imported> {
   const file = join(dir, `${name}.py`);
@@ -258,7 +348,7 @@ test('import-config: what this hub refuses is left out with its problem, service
 const badInput: [string, string, RegExp][] = [
   ['syntax', 'c = get_config()\nc.JupyterHub.port = 8000\nc.Spawner.cmd = [\n', /, line 3: Python syntax error: '\[' was never closed; nothing written/],
   ['unknown-class', 'c.JupyterHub.port = 8000\nc.JupyterHub.spawner_class = "mycompany.spawners.MySpawner"\n', /JupyterHub\.spawner_class \(line 2\): mycompany\.spawners\.MySpawner is not a class this hub knows/],
-  ['unsupported-class', 'c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"\n', /kubespawner\.KubeSpawner is not supported here: only the four built in \(COMPATIBILITY\.md\)/],
+  ['unsupported-class', 'c.JupyterHub.spawner_class = "dockerspawner.SwarmSpawner"\n', /JupyterHub\.spawner_class \(line 1\): dockerspawner\.SwarmSpawner is not supported here: only the five built in \(COMPATIBILITY\.md\)/],
   ['raises', 'import os\nc.JupyterHub.port = int(os.environ["NO_SUCH_VARIABLE_HERE"])\n', /, line 2: loading the file raised KeyError: 'NO_SUCH_VARIABLE_HERE'; nothing written/],
 ];
 for (const [name, source, message] of badInput) {
