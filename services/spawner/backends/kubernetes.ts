@@ -152,7 +152,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
       if (typeof source === 'string') throw new Error(source);
       const kc = new k8s.KubeConfig();
       if (source.incluster) kc.loadFromCluster();
-      else kc.loadFromFile(source.kubeconfig.split(':')[0]);
+      else kc.loadFromDefault(); // KUBECONFIG (its files merged), else ~/.kube/config: what credentialSource found
       // KubeSpawner.k8s_api_*: another address, CA or no verification for the same credentials
       const cluster = kc.getCurrentCluster();
       const user = kc.getCurrentUser();
@@ -315,6 +315,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
         if (p.status?.phase === 'Running' && ip && main?.state?.running) finish(() => resolve(`http://${ip.includes(':') ? `[${ip}]` : ip}:${s.port}`));
       };
       unsubscribe = pods.subscribe((p, deleted) => { if (p.metadata?.uid === s.uid) check(p, deleted); });
+      if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
       // seen by the watch already (a fast node), or not yet: then the next change of it decides
       check(pods.get(s.namespace, s.pod), false);
