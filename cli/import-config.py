@@ -6,7 +6,9 @@ Usage: python import-config.py CONFIG_FILE RESULT_JSON
 Loading the file runs it (as JupyterHub does); nothing else of the operator's runs. No spawner, authenticator or
 proxy class is instantiated, and the companion packages (oauthenticator, dockerspawner, ...) are never imported:
 their modules are placeholders whose classes only carry their names, so `from oauthenticator.generic import
-GenericOAuthenticator` works whether or not the package is installed. Python values that JSON has no word for
+GenericOAuthenticator` works whether or not the package is installed. The Kubernetes clients' models
+(`kubernetes_asyncio.client.V1Container(name=..., security_context=...)`, as zero-to-jupyterhub's config builds its
+init container) keep the fields they are given and are written as Kubernetes' own JSON (camelCase). Python values that JSON has no word for
 (functions, classes, bytes) are written as tagged objects {"__hub_import__": kind, ...}; the lines each option was
 assigned on are found by reading the file's syntax tree, since traitlets keeps no lines.
 """
@@ -29,7 +31,42 @@ COMPANIONS = {
     "oauthenticator", "ldapauthenticator", "dockerspawner", "kubespawner", "batchspawner", "wrapspawner",
     "sudospawner", "systemdspawner", "nativeauthenticator", "firstuseauthenticator", "jupyterhub_traefik_proxy",
     "jupyterhub_ltiauthenticator", "ltiauthenticator", "tmpauthenticator", "dummyauthenticator",
+    "kubernetes", "kubernetes_asyncio",
 }
+# Packages whose submodules are named as attributes (`from kubernetes_asyncio import client`) and whose classes are
+# Kubernetes object models built with keyword arguments.
+KUBERNETES_CLIENTS = {"kubernetes", "kubernetes_asyncio"}
+# The few fields the clients do not name by plain camelCase (their models' attribute_map)
+K8S_FIELD_NAMES = {
+    "host_ip": "hostIP", "host_ips": "hostIPs", "pod_ip": "podIP", "pod_ips": "podIPs", "host_pid": "hostPID",
+    "host_ipc": "hostIPC", "cluster_ip": "clusterIP", "cluster_ips": "clusterIPs", "external_ips": "externalIPs",
+    "load_balancer_ip": "loadBalancerIP", "_ref": "$ref", "_schema": "$schema",
+}
+
+
+def k8s_field(name):
+    if name in K8S_FIELD_NAMES:
+        return K8S_FIELD_NAMES[name]
+    head, *rest = name.lstrip("_").split("_")  # `_exec`, `_from`: Python keywords
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def model_class(module, name):
+    """A Kubernetes client model: it keeps the fields it is built with (None means unset, as in the clients)."""
+
+    def __init__(self, **fields):
+        self.__dict__["_fields"] = {k: v for k, v in fields.items() if v is not None}
+
+    def __setattr__(self, key, value):
+        self._fields[key] = value
+
+    def __getattr__(self, key):
+        if key.startswith("__"):
+            raise AttributeError(key)
+        return self._fields.get(key)
+
+    return type(name, (), {"__module__": module, "__qualname__": name, TAG: "k8s-model", "__init__": __init__,
+                           "__setattr__": __setattr__, "__getattr__": __getattr__})
 
 
 class CompanionCall(Exception):
@@ -54,6 +91,10 @@ class PlaceholderModule(types.ModuleType):
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if attr not in self._members and self.__name__.split(".")[0] in KUBERNETES_CLIENTS:
+            self._members[attr] = (
+                model_class(self.__name__, attr) if attr[:1].isupper() else importlib.import_module(f"{self.__name__}.{attr}")
+            )
         if attr not in self._members:
             self._members[attr] = (
                 type(attr, (), {"__module__": self.__name__, "__qualname__": attr, TAG: "placeholder"})
@@ -170,6 +211,8 @@ def encode(value, config_file, depth=0):
         return {TAG: "bytes", "hex": bytes(value).hex()}
     if isinstance(value, type):
         return describe_class(value, config_file)
+    if getattr(type(value), TAG, None) == "k8s-model":
+        return {k8s_field(k): encode(v, config_file, depth + 1) for k, v in value._fields.items()}
     if isinstance(value, dict):
         return {str(k): encode(v, config_file, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

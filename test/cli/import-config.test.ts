@@ -212,7 +212,7 @@ async function startChecksButCredentials(t: import('ava').ExecutionContext, conf
   return problems.filter((p) => !credentials.includes(p));
 }
 
-test('import-config: a zero-to-jupyterhub hub config (KubeSpawner: resources, home claims, scheduling, profiles, the culler) passes every check of `hub start` but the cluster\'s credentials', async (t) => {
+test('import-config: a zero-to-jupyterhub hub config (KubeSpawner: resources, home claims, scheduling, profiles, the culler, a client model) passes every check of `hub start` but the cluster\'s credentials', async (t) => {
   const { config, report } = await importFixture('own-z2jh');
   t.like(config.Hub, { spawner_class: 'kubernetes', authenticator_class: 'dummy', allow_named_servers: true, cleanup_servers: false, db_url: 'sqlite' });
   t.deepEqual(config.Spawner, { slow_spawn_timeout: 0, start_timeout: 300, cmd: ['jupyterhub-singleuser'], default_url: '/lab' }, 'c.KubeSpawner.start_timeout is Spawner\'s option here');
@@ -228,6 +228,11 @@ test('import-config: a zero-to-jupyterhub hub config (KubeSpawner: resources, ho
   t.deepEqual(config.KubeSpawner.volumes, { [home]: { name: home, persistentVolumeClaim: { claimName: '{pvc_name}' } } });
   t.deepEqual(config.KubeSpawner.volume_mounts, { [home]: { mountPath: '/home/jovyan', name: home, subPath: null } });
   t.deepEqual((config.KubeSpawner.tolerations as { key: string }[]).map((x) => x.key), ['hub.jupyter.org/dedicated', 'hub.jupyter.org_dedicated']);
+  t.deepEqual(config.KubeSpawner.init_containers, [{
+    name: 'block-cloud-metadata', image: 'quay.io/jupyterhub/k8s-network-tools:4.2.0',
+    command: ['iptables', '--append', 'OUTPUT', '--protocol', 'tcp', '--destination', '169.254.169.254', '--destination-port', '80', '--jump', 'DROP'],
+    securityContext: { privileged: true, runAsUser: 0, capabilities: { add: ['NET_ADMIN'] } }, resources: {},
+  }], 'a kubernetes_asyncio V1Container as Kubernetes\' JSON');
   t.deepEqual(config.KubeSpawner.node_affinity_preferred, [{ weight: 100, preference: { matchExpressions: [{ key: 'hub.jupyter.org/node-purpose', operator: 'In', values: ['user'] }] } }], '.append() on an option never assigned');
   const profiles = config.KubeSpawner.profile_list as { display_name: string; kubespawner_override?: Record<string, unknown>; profile_options?: Record<string, { choices: Record<string, { kubespawner_override: Record<string, unknown> }> }> }[];
   t.deepEqual(profiles.map((p) => p.display_name), ['Python (default)', 'Data science']);
