@@ -47,7 +47,12 @@ export interface SpawnerDeps {
   backend: (spawnerClass: string) => SpawnerBackend;
   /** the spawner of this node this one replaces (`hub restart`), while it finishes the starts and stops it began */
   predecessor?: { running: boolean; gone: Promise<void> };
+  /** passes a location report on to the other spawners of this node (the predecessor may be the one waiting for it) */
+  relayReport?: (report: RelayedReport) => void;
 }
+
+/** A server's location report as one spawner of a node passes it to another: where it listens, or why it was refused. */
+export interface RelayedReport { node: string; user: string; name: string; token_id: string; host: string; port: number; refused?: string }
 
 /** What a start was asked with besides its record's user_options: the profile they chose and the user's groups. */
 type Choice = Omit<StartChoice, 'userOptions'>;
@@ -151,7 +156,7 @@ function describeExit(e: ExitStatus): string {
   return e.reason || 'the server exited';
 }
 
-export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied, predecessor }: SpawnerDeps) {
+export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, log, instance, announce, backend, gatewaysHaveApplied, predecessor, relayReport }: SpawnerDeps) {
   let S = config.Spawner;
   const local = new Map<string, Local>();
   /** settles when adoptAll has looked at this node's servers (what a predecessor left is this process's from then on) */
@@ -926,15 +931,34 @@ export function createSpawnerHandlers({ config, registry, tokens, oauth, audit, 
       // a backend that cannot look now (its commands failing) is a 503: the reporter tries again
       const wrong = await backend(r.spawner_class).checkLocation?.(r.spawner_state, { host: req.host, port: req.port })
         .catch((e: Error) => { throw errors.unavailable(`the ${r.spawner_class} backend`, e); });
+      // the start may be under way in the spawner `hub restart` replaces: it hears the report too
+      const relay = (refused?: string) => {
+        if (predecessor?.running && !local.get(serverKey(r.user, r.name))?.spawning) {
+          relayReport?.({ node: config.Hub.node_name, user: r.user, name: r.name, token_id: r.token_id, host: req.host, port: req.port, ...(refused ? { refused } : {}) });
+        }
+      };
       if (wrong) {
         // a server that says it is somewhere it is not does not start: the start fails with why
         log.warn({ event: 'server.location.refused', server: label(r), host: req.host, port: req.port, reason: wrong }, 'server reported a place it does not run');
-        reportOf(r).reject(new Error(`the server reported ${req.host}:${req.port}, refused: ${wrong}`));
+        const why = `the server reported ${req.host}:${req.port}, refused: ${wrong}`;
+        reportOf(r).reject(new Error(why));
+        relay(why);
         throw errors.badRequest(wrong);
       }
       reportOf(r).resolve({ host: req.host, port: req.port });
+      relay();
       log.info({ event: 'server.located', server: label(r), host: req.host, port: req.port }, 'server reported where it listens');
       return { status: 'ok' };
+    },
+
+    /** A report another spawner of this node took (its successor, during `hub restart`) for a start this one waits for. */
+    takeRelayedReport(report: RelayedReport): void {
+      if (report.node !== config.Hub.node_name) return;
+      const waiter = reports.get(serverKey(report.user, report.name));
+      if (!waiter || waiter.tokenId !== report.token_id) return;
+      if (report.refused) waiter.reject(new Error(report.refused));
+      else waiter.resolve({ host: report.host, port: report.port });
+      log.info({ event: 'server.located', server: label(report), host: report.host, port: report.port, relayed: true }, 'server reported where it listens (to the successor)');
     },
 
     /** Servers whose backend sends no exit notice to this process (e.g. adopted ones): look at them now and then. */

@@ -7,7 +7,7 @@ import { createActivityBuffer } from './activity.js';
 import { isReplacedNotice, isShutdownRequest } from '../../shared/supervision.js';
 import type { SpawnerBackend } from './backend.js';
 import { backendContext, BACKENDS } from './backends/index.js';
-import { createSpawnerHandlers, serverMessage } from './handlers.js';
+import { createSpawnerHandlers, serverMessage, type RelayedReport } from './handlers.js';
 import { createNodes } from './nodes.js';
 import { Registry } from './registry.js';
 import { serveGrpcOverNats } from '../../shared/grpc.js';
@@ -29,6 +29,7 @@ await runActor('spawner', async (ctx) => {
   backend(config.Hub.spawner_class);
   const h = createSpawnerHandlers({
     config, registry, tokens, oauth, audit: ctx.audit, log: ctx.log, instance: ctx.instance, backend, predecessor: ctx.predecessor,
+    relayReport: (report) => ctx.nc.publish(subjects.command('spawner', 'location-reported'), encodeJson(report)),
     gatewaysHaveApplied: (revision) => gatewaysHaveApplied(ctx.nc, revision, ctx.rpcTimeoutMs),
     announce: (change, record) => ctx.nc.publish(subjects.event('server', change), encodeJson(serverMessage(record))),
   });
@@ -51,6 +52,15 @@ await runActor('spawner', async (ctx) => {
       const b = decodeJson<{ user?: string; servers?: Record<string, string> }>(m.data);
       if (typeof b?.user !== 'string') return;
       for (const [name, at] of Object.entries(b.servers ?? {})) if (typeof at === 'string') activity.note(b.user, name, at);
+    },
+  });
+
+  // a location report the successor took while this spawner, replaced by `hub restart`, waits for it (every node's
+  // spawners hear it; only this node's act)
+  const relayedReports = ctx.nc.subscribe(subjects.command('spawner', 'location-reported'), {
+    callback: (_e, m) => {
+      const report = decodeJson<RelayedReport>(m.data);
+      if (report && typeof report.user === 'string' && typeof report.name === 'string' && typeof report.token_id === 'string') h.takeRelayedReport(report);
     },
   });
 
@@ -99,6 +109,7 @@ await runActor('spawner', async (ctx) => {
       activity.stop();
       proxyActivity.unsubscribe();
       userActivity.unsubscribe();
+      relayedReports.unsubscribe();
       await activity.flush();
       if (cleanupServers) await h.stopAll();
       else ctx.log.info({ event: 'spawner.leaving_servers', count: registry.all().length }, 'servers keep running (Hub.cleanup_servers or the shutdown request said so)');

@@ -2,7 +2,8 @@
 // their users' accounts, report where they listen, and stop in the hub when SLURM ends their job.
 import test, { type ExecutionContext } from 'ava';
 import { hostname } from 'node:os';
-import { startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { join } from 'node:path';
+import { isAlive, NATS_TOKEN, runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken, type ApiCall } from '../api/client.js';
 import { auditTrail, FIXTURE, readProgress, serverRecord, systemAccounts } from './helpers.js';
 import { startSlurmCluster, type SlurmCluster } from './slurm-cluster.js';
@@ -10,7 +11,7 @@ import { startSlurmCluster, type SlurmCluster } from './slurm-cluster.js';
 const ADMIN = randomToken();
 const POLL_S = 1;
 const accounts = systemAccounts('hs');
-const [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE] = ['q', 'o', 'l', 'k', 'w'].map((r) => accounts.name(r));
+const [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE, RELAYED] = ['q', 'o', 'l', 'k', 'w', 'r'].map((r) => accounts.name(r));
 let cluster: SlurmCluster;
 let hub: HubUnderTest;
 let api: ApiCall;
@@ -30,7 +31,7 @@ async function endedEvent(t: ExecutionContext, user: string): Promise<string> {
 
 test.before(async () => {
   cluster = await startSlurmCluster();
-  for (const u of [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE]) accounts.addUser(u);
+  for (const u of [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE, RELAYED]) accounts.addUser(u);
   hub = await startHub({
     config: {
       Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'slurm', allow_named_servers: true },
@@ -50,7 +51,7 @@ test.before(async () => {
     },
   });
   api = apiClient(hub.url);
-  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE] } });
+  const made = await api('POST', '/users', { token: ADMIN, body: { usernames: [QUEUED, OUTSIDE, LIMITED, KEEPER, LATE, RELAYED] } });
   if (made.status !== 201) throw new Error(`users: ${made.status}`);
   limited = (async () => {
     const r = await api('POST', `/users/${LIMITED}/server`, { token: ADMIN, body: { profile: 'short' } });
@@ -163,6 +164,25 @@ test.serial('slurm: a spawner restart adopts running jobs, and a start still que
   cluster.run('scancel', [String(keeper.spawner_state.job_id)]);
   await waitFor('the adopted job\'s end', async () => (Object.keys(await serversOf(KEEPER)).length === 0 ? true : undefined), 10_000, 100);
   for (const u of [LATE]) t.is((await api('DELETE', `/users/${u}/server`, { token: ADMIN })).status, 204);
+});
+
+test.serial('slurm: hub restart of the spawner while a queued start waits for its report: the new spawner takes the report and the old one, which began the start, finishes it', async (t) => {
+  t.is((await api('POST', `/users/${RELAYED}/server`, { token: ADMIN, body: { profile: 'held' } })).status, 202);
+  const job = await waitFor('the held job', async () => (await serverRecord(hub.natsUrl, RELAYED))?.spawner_state?.job_id as string | undefined, 20_000);
+  const begun = (await serverRecord(hub.natsUrl, RELAYED))!;
+  const old = hub.children().spawner!;
+  const r = await runHubCommand(['restart', 'spawner', '--config', join(hub.dataDir, 'hub.json')], { env: { HUB_NATS_TOKEN: NATS_TOKEN }, killAfterMs: 60_000 });
+  t.is(r.code, 0, `${r.stdout}${r.stderr}`);
+  t.true(isAlive(old), 'the old spawner waits for the start it began (Supervisor.drain_timeout)');
+  // the job runs and reports to the hub, whose socket is the new spawner's now
+  cluster.run('scontrol', ['release', job]);
+  await waitFor('the start to finish', async () => ((await serversOf(RELAYED))['']?.ready ? true : undefined), 30_000, 100);
+  const done = (await serverRecord(hub.natsUrl, RELAYED))!;
+  t.is(done.instance, begun.instance, 'made ready by the old spawner (not adopted by the new one after the drain)');
+  t.is(String(done.spawner_state.job_id), job, 'the job the start began, not another');
+  t.is((await fetch(`${hub.url}/user/${RELAYED}/`)).status, 200);
+  await waitFor('the old spawner to leave once its start is done', async () => (isAlive(old) ? undefined : true), 20_000);
+  t.true([202, 204].includes((await api('DELETE', `/users/${RELAYED}/server`, { token: ADMIN })).status));
 });
 
 test.serial('slurm: a job over its time limit stops the server, with the reason in its progress stream and audited', async (t) => {
