@@ -8,9 +8,11 @@ proxy class is instantiated, and the companion packages (oauthenticator, dockers
 their modules are placeholders whose classes only carry their names, so `from oauthenticator.generic import
 GenericOAuthenticator` works whether or not the package is installed. The Kubernetes clients' models
 (`kubernetes_asyncio.client.V1Container(name=..., security_context=...)`, as zero-to-jupyterhub's config builds its
-init container) keep the fields they are given and are written as Kubernetes' own JSON (camelCase). Python values that JSON has no word for
-(functions, classes, bytes) are written as tagged objects {"__hub_import__": kind, ...}; the lines each option was
-assigned on are found by reading the file's syntax tree, since traitlets keeps no lines.
+init container) keep the fields they are given and are written as Kubernetes' own JSON (camelCase); pycurl is a
+placeholder too, so the chart's `AsyncHTTPClient.configure("tornado.curl_httpclient.CurlAsyncHTTPClient")` loads.
+Python values that JSON has no word for (functions, classes, bytes) are written as tagged objects
+{"__hub_import__": kind, ...}; the lines each option was assigned on are found by reading the file's syntax tree,
+since traitlets keeps no lines.
 """
 
 import ast
@@ -31,7 +33,7 @@ COMPANIONS = {
     "oauthenticator", "ldapauthenticator", "dockerspawner", "kubespawner", "batchspawner", "wrapspawner",
     "sudospawner", "systemdspawner", "nativeauthenticator", "firstuseauthenticator", "jupyterhub_traefik_proxy",
     "jupyterhub_ltiauthenticator", "ltiauthenticator", "tmpauthenticator", "dummyauthenticator",
-    "kubernetes", "kubernetes_asyncio",
+    "kubernetes", "kubernetes_asyncio", "pycurl",
 }
 # Packages whose submodules are named as attributes (`from kubernetes_asyncio import client`) and whose classes are
 # Kubernetes object models built with keyword arguments.
