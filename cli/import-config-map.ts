@@ -298,7 +298,7 @@ const TRANSFORMS: Record<string, Transform> = {
     const url = String(v);
     if (/^sqlite:/.test(url)) {
       t.set('Hub.db_url', 'sqlite');
-      t.note(`this hub's own SQLite files in Hub.data_dir; bring the established hub's users, groups and tokens over once with \`hub import jupyterhub --db ${url}\``);
+      t.note(`this hub's own SQLite files in Hub.data_dir; bring the established hub's users, groups and tokens over once with \`hub import jupyterhub --db ${url}\` (a relative path from the established hub's folder)`);
     } else if (/^postgres(?:ql)?(?:\+\w+)?:\/\//.test(url)) t.set('Hub.db_url', url.replace(/^postgres(?:ql)?(?:\+\w+)?:/, 'postgresql:'));
     else t.skip(`${url.split(':')[0]}: ${compatibility().options.get('JupyterHub.db_url')?.note.match(/Not MySQL\./)?.[0] ?? 'not a database this hub uses'} (SQLite or PostgreSQL)`);
   },
