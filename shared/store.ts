@@ -161,12 +161,24 @@ export class Store {
   }
 }
 
+/** Prepared statements a sqlite store keeps (its queries are a few dozen texts; lists travel as one JSON value). */
+const SQLITE_STATEMENTS = 256;
+/** A prepared statement, and while its prepare runs, how to fail the calls waiting for it. */
+interface CachedStatement { statement: sqlite3.Statement; preparing: Set<(e: Error) => void> | null }
+
 const sqliteParams = (params: Param[]) => params.map((p) => (Array.isArray(p) ? JSON.stringify(p) : p));
 
 class SqliteEngine implements Engine {
   readonly dialect = 'sqlite' as const;
   /** Transactions are serialised: one sqlite connection cannot interleave two of them. */
   private queue: Promise<unknown> = Promise.resolve();
+  /**
+   * Prepared statements by query text, the least recently used finalized past SQLITE_STATEMENTS: a statement made per
+   * call costs a prepare and a finalize on the thread pool besides its step, about half a query's time and CPU. A
+   * statement runs one call at a time (the driver queues the others on it); `run` and `all` step it to the end, so it
+   * holds no read transaction between calls; one that failed is finalized and made again at its next use.
+   */
+  private readonly statements = new Map<string, CachedStatement>();
 
   private constructor(private readonly db: sqlite3.Database, private readonly path: string) {}
 
@@ -208,11 +220,53 @@ class SqliteEngine implements Engine {
     return new Promise((resolve, reject) => this.db.exec(sql, (e) => (e ? reject(e) : resolve())));
   }
 
+  /**
+   * Runs `call` on the query's prepared statement (made at its first use). A statement that cannot be prepared drops
+   * the calls queued on it without a word (the driver's way), so those fail here with the reason.
+   */
+  private withStatement<T>(sql: string, call: (statement: sqlite3.Statement, done: (e: Error | null, value?: T) => void) => void): Promise<T> {
+    let entry = this.statements.get(sql);
+    if (entry) {
+      this.statements.delete(sql); // most recently used last
+    } else {
+      const made: CachedStatement = { statement: null as unknown as sqlite3.Statement, preparing: new Set() };
+      made.statement = this.db.prepare(sql, (e: Error | null) => {
+        const waiting = made.preparing;
+        made.preparing = null;
+        if (!e) return;
+        // the driver finalized it already
+        if (this.statements.get(sql) === made) this.statements.delete(sql);
+        for (const fail of waiting ?? []) fail(e);
+      });
+      entry = made;
+      if (this.statements.size >= SQLITE_STATEMENTS) this.forget(this.statements.keys().next().value!);
+    }
+    this.statements.set(sql, entry);
+    const used = entry;
+    return new Promise<T>((resolve, reject) => {
+      used.preparing?.add(reject);
+      call(used.statement, (e, value) => {
+        used.preparing?.delete(reject);
+        if (!e) return resolve(value as T);
+        // a statement that failed may be left mid-way: made again at its next use
+        this.forget(sql, used);
+        reject(e);
+      });
+    });
+  }
+
+  /** Finalizes a cached statement (after the calls already queued on it); `only`: if it is still that one. */
+  private forget(sql: string, only?: CachedStatement): void {
+    const entry = this.statements.get(sql);
+    if (!entry || (only && entry !== only)) return;
+    this.statements.delete(sql);
+    entry.statement.finalize();
+  }
+
   run(sql: string, params: Param[]): Promise<{ changes: number; lastID: number }> {
-    return new Promise((resolve, reject) =>
-      this.db.run(sql, sqliteParams(params), function (this: sqlite3.RunResult, e: Error | null) {
-        if (e) reject(e);
-        else resolve({ changes: this.changes, lastID: this.lastID });
+    return this.withStatement(sql, (statement, done) =>
+      statement.run(sqliteParams(params), function (this: sqlite3.RunResult, e: Error | null) {
+        done(e, { changes: this.changes, lastID: this.lastID });
       }));
   }
 
@@ -221,7 +275,7 @@ class SqliteEngine implements Engine {
   }
 
   all<T>(sql: string, params: Param[]): Promise<T[]> {
-    return new Promise((resolve, reject) => this.db.all(sql, sqliteParams(params), (e, rows) => (e ? reject(e) : resolve(rows as T[]))));
+    return this.withStatement<T[]>(sql, (statement, done) => statement.all(sqliteParams(params), (e: Error | null, rows: unknown[]) => done(e, rows as T[])));
   }
 
   transaction<T>(work: () => Promise<T>): Promise<T> {
@@ -259,6 +313,7 @@ class SqliteEngine implements Engine {
   }
 
   close(): Promise<void> {
+    for (const sql of [...this.statements.keys()]) this.forget(sql);
     return new Promise((resolve, reject) => this.db.close((e) => (e ? reject(e) : resolve())));
   }
 }

@@ -7,7 +7,7 @@ import { AuthStore } from '../../services/auth/store.js';
 import { SigningKeys, storeKeySource } from '../../services/oauth/signing-keys.js';
 import { OAuthStore } from '../../services/oauth/store.js';
 import { TokenStore, type NewToken } from '../../services/tokens/store.js';
-import { toPostgres, type StoreLocation } from '../../shared/store.js';
+import { Store, toPostgres, type StoreLocation } from '../../shared/store.js';
 import { BACKENDS, storeBackends } from '../store-backends.js';
 
 const stores = storeBackends(test);
@@ -138,3 +138,26 @@ test('postgres: a transaction that throws leaves nothing; 30 concurrent ones all
   await store.indexLoaded;
   t.is((await store.listUsers(0, 100)).total, 30);
 });
+
+for (const backend of BACKENDS) {
+  test(`a query that fails (${backend}): a bad one fails with the database's reason, also twice at once, a refused write rolls its transaction back, and the store answers on`, async (t) => {
+    // SQLite keeps a prepared statement per query text: one that cannot be prepared, or that failed mid-way, is made again
+    const location = await stores.location(t, backend, 'auth');
+    const store = await Store.open(location, ['CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)']);
+    t.teardown(() => store.close());
+    await store.run('INSERT INTO t (v) VALUES (?)', ['a']);
+    await t.throwsAsync(store.run('INSERT INTO t (v) VALUES (?)', ['a']), { message: /unique/i });
+    await store.run('INSERT INTO t (v) VALUES (?)', ['b']);
+    const bad = await Promise.allSettled([store.all('SELECT nope FROM t', []), store.all('SELECT nope FROM t', [])]);
+    t.deepEqual(bad.map((r) => r.status), ['rejected', 'rejected']);
+    for (const r of bad) t.regex(String((r as PromiseRejectedResult).reason?.message), /nope/);
+    await t.throwsAsync(store.all('SELECT nope FROM t', []), { message: /nope/ }, 'and again after');
+    await t.throwsAsync(store.transaction(async () => {
+      await store.run('INSERT INTO t (v) VALUES (?)', ['c']);
+      await store.run('INSERT INTO t (v) VALUES (?)', ['a']);
+    }), { message: /unique/i });
+    const rows = await Promise.all(Array.from({ length: 40 }, (_, i) => store.get<{ v: string }>('SELECT v FROM t WHERE v = ?', [i % 2 ? 'a' : 'b'])));
+    t.deepEqual(rows.map((r) => r?.v).join(''), 'ba'.repeat(20), 'forty reads of one query at once each get their own answer');
+    t.deepEqual((await store.all<{ v: string }>('SELECT v FROM t ORDER BY v', [])).map((r) => r.v), ['a', 'b']);
+  });
+}
