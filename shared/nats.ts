@@ -17,6 +17,10 @@ const decoder = new TextDecoder();
 export const encodeJson = (v: unknown): Uint8Array => encoder.encode(JSON.stringify(v ?? null));
 export const decodeJson = <T = unknown>(data: Uint8Array): T => (data.length ? JSON.parse(decoder.decode(data)) : null) as T;
 
+/** A connection whose server has not answered MAX_PINGS_OUT pings, one every PING_INTERVAL_MS, is dropped for another member. */
+export const PING_INTERVAL_MS = 1000;
+export const MAX_PINGS_OUT = 2;
+
 /** How a process proves who it is to the hub's NATS: its bus user (shared/nats-auth.ts) and, with Hub.internal_ssl, its certificate. */
 export interface NatsLink {
   auth?: BusAuth;
@@ -37,6 +41,11 @@ export async function connectNats(url: string, name: string, log: Logger, onStat
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     reconnectJitter: 100,
+    // A member that dies with its machine closes no socket: only unanswered pings tell (nats.js's default, 2 min
+    // × 2, left a gateway's copy of the registry frozen for minutes). Answered at once by a live server, so a busy
+    // process does not miss them: its pings wait with it.
+    pingInterval: PING_INTERVAL_MS,
+    maxPingOut: MAX_PINGS_OUT,
     waitOnFirstConnect: true,
     timeout: 5000,
     // no Error (with its stack) captured per request and timer: with it a bulk create's 20,000 audit publishes
