@@ -69,7 +69,7 @@ async function call(url: string, token: string, method: string, path: string, bo
 }
 
 /** Creates users with indices [from, to) in batches; returns users created per second. */
-async function createUsers(url: string, admin: string, from: number, to: number): Promise<number> {
+export async function createUsers(url: string, admin: string, from: number, to: number): Promise<number> {
   const t0 = performance.now();
   for (let i = from; i < to; i += BATCH) {
     if (performance.now() - t0 > CREATE_LIMIT_MS) throw new Error(`creating users took more than ${CREATE_LIMIT_MS / 60_000} minutes`);
@@ -80,7 +80,7 @@ async function createUsers(url: string, admin: string, from: number, to: number)
   return (to - from) / ((performance.now() - t0) / 1000);
 }
 
-async function createToken(url: string, admin: string, name: string): Promise<string> {
+export async function createToken(url: string, admin: string, name: string): Promise<string> {
   const r = await call(url, admin, 'POST', `/hub/api/users/${name}/tokens`, {});
   if (r.status !== 201 || typeof r.json?.token !== 'string') throw new Error(`POST /hub/api/users/${name}/tokens answered ${r.status}`);
   return r.json.token;
