@@ -4,15 +4,19 @@ import { BUCKETS } from './subjects.js';
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 
-import { mirrorKv, type KvMirror } from './kv-mirror.js';
+import type { KvMirror } from './kv-mirror.js';
 import type { Logger } from './log.js';
-import { decodeJson, type NatsConnection } from './nats.js';
+import type { NatsConnection } from './nats.js';
 import { hubUrl } from './urls.js';
 
 export const SERVERS_BUCKET = BUCKETS.servers;
 
-/** A live copy of the registry (shared/kv-mirror.ts), for every actor that reads it. */
-export function mirrorServers(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<KvMirror<ServerRecord>> {
+/**
+ * A live copy of the registry (shared/kv-mirror.ts), for every actor that reads it. The NATS client is imported
+ * here, not at the top: the supervisor reads this file's names (servicePrefix) and never connects (~7 MB less).
+ */
+export async function mirrorServers(nc: NatsConnection, log: Logger, loadTimeoutMs: number): Promise<KvMirror<ServerRecord>> {
+  const [{ mirrorKv }, { decodeJson }] = await Promise.all([import('./kv-mirror.js'), import('./nats.js')]);
   return mirrorKv<ServerRecord>(nc, {
     bucket: SERVERS_BUCKET, log, loadTimeoutMs, decode: (key, value) => (parseServerKey(key) ? decodeJson<ServerRecord>(value) : null),
   });

@@ -5,7 +5,6 @@
 import { createPrivateKey, webcrypto, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as x509 from '@peculiar/x509';
 import { bindSocketPath, type HubConfig } from './config.js';
 
 /**
@@ -113,13 +112,15 @@ export function daysLeft(cert: X509Certificate, now = Date.now()): number {
   return (Date.parse(cert.validTo) - now) / 86_400_000;
 }
 
-x509.cryptoProvider.set(webcrypto as Crypto);
-
 /**
  * A self-signed certificate for `names`, valid one day: what an ACME-configured front door serves before its
  * first certificate is issued (browsers warn; the ACME challenge itself arrives over plain HTTP).
  */
 export async function placeholderCertificate(names: readonly string[]): Promise<{ certPem: string; keyPem: string }> {
+  // imported here, not at the top: only an ACME-configured gateway makes one, and the supervisor and every gateway
+  // read this file (@peculiar/x509 with its ASN.1 schemas is ~7 MB of each process)
+  const x509 = await import('@peculiar/x509');
+  x509.cryptoProvider.set(webcrypto as Crypto);
   const alg = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
   const keys = await webcrypto.subtle.generateKey(alg, true, ['sign', 'verify']);
   const now = Date.now();

@@ -27,7 +27,6 @@ import { createProxy } from './proxy/index.js';
 import { createTokenGate } from './proxy/token-gate.js';
 import { useForwardedProto } from './proxy/headers.js';
 import { openFrontDoor } from './front-door.js';
-import { startAcme } from './acme.js';
 import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
 import { ACTORS } from '../../shared/paths.js';
@@ -119,7 +118,8 @@ await runActor('gateway', async (ctx) => {
   const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount);
   useForwardedProto(frontDoor.scheme);
   // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
-  const certificates = frontDoorCertificate(config)?.automatic && isFirstGateway() ? startAcme(ctx) : null;
+  // (acme-client imported only then: ~20 MB of a gateway that orders nothing)
+  const certificates = frontDoorCertificate(config)?.automatic && isFirstGateway() ? (await import('./acme.js')).startAcme(ctx) : null;
   return {
     details: () => ({ uws: UWS_BUILD, listen: ctx.config.Hub.bind_url || `${frontDoor.scheme}://${ip}:${port}`, replica: replicaOf(ctx.config.Hub.port), node: ctx.config.Hub.node_name, routes: String(routes.table.size),
       ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
