@@ -162,6 +162,12 @@ export function runCommand(command: string, args: string[], { env, input = '', k
     p.stdout.on('data', (d) => { stdout += d; });
     p.stderr.on('data', (d) => { stderr += d; });
     const timer = setTimeout(() => p.kill('SIGKILL'), killAfterMs);
-    p.on('exit', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    // 'exit' can come before the last of its output is read: answer at 'close' (its pipes drained), or 2 s after
+    // 'exit' when a process it left behind still holds them
+    let exitCode: number | null = null;
+    let drained: NodeJS.Timeout | undefined;
+    const done = () => { clearTimeout(timer); clearTimeout(drained); resolve({ code: exitCode, stdout, stderr }); };
+    p.on('exit', (code) => { exitCode = code; drained = setTimeout(done, 2000); });
+    p.on('close', (code) => { exitCode = code; done(); });
   });
 }
