@@ -56,7 +56,7 @@ export const SCHEMA = {
     port: port(8000, 'public port of the gateway'),
     data_dir: { kind: 'string', default: './data', help: 'directory for stores, sockets and secrets (created 0700)' },
     db_url: { kind: 'string', default: '', help: 'where the actors keep their stores: "" (or "sqlite") = one SQLite file per actor in Hub.data_dir; "postgresql://user:password@host:5432/db?sslmode=verify-full&sslrootcert=/ca.pem" = one PostgreSQL database every node shares, each actor in its own schema (env HUB_DB_URL keeps the password out of the file)', check: checkDbUrl },
-    db_kwargs: { kind: 'object', default: {}, help: 'PostgreSQL pool options: {"max": 10 (connections per actor), "connectionTimeoutMillis": 10000, "idleTimeoutMillis": 30000, "statement_timeout": 0 (ms, 0 = none)}; TLS comes with Hub.db_url\'s sslmode', check: checkDbKwargs },
+    db_kwargs: { kind: 'object', default: {}, help: 'PostgreSQL pool options: {"max": 10 (connections per actor), "connectionTimeoutMillis": 10000, "idleTimeoutMillis": 30000, "statement_timeout": 0 (ms, 0 = none), "idle_in_transaction_session_timeout": 10000 (ms a session may sit in a transaction without a statement: a dead node\'s locks are released after it; 0 = never)}; TLS comes with Hub.db_url\'s sslmode', check: checkDbKwargs },
     nats_port: port(4222, 'port of the NATS server the hub starts on 127.0.0.1'),
     nats_url: { kind: 'string', default: '', help: 'the NATS servers actors connect to, comma-separated (members of one cluster), e.g. "nats://10.0.0.1:4222,nats://10.0.0.2:4222" (env HUB_NATS_URL); alone it means an existing NATS, not started by the hub', check: checkNatsUrls },
     nats_cluster_port: { kind: 'integer', default: 0, help: 'start the hub\'s own NATS as a member of a cluster, taking routes on this port (0 = a lone NATS); all members share HUB_NATS_TOKEN', min: 0, max: 65535 },
@@ -398,7 +398,7 @@ function checkDbUrl(v: string): string[] {
   return ['Hub.db_url: expected "" or "sqlite" (SQLite files in Hub.data_dir) or a postgresql:// URL'];
 }
 
-const DB_KWARGS = ['max', 'connectionTimeoutMillis', 'idleTimeoutMillis', 'statement_timeout'];
+const DB_KWARGS = ['max', 'connectionTimeoutMillis', 'idleTimeoutMillis', 'statement_timeout', 'idle_in_transaction_session_timeout'];
 function checkDbKwargs(v: Record<string, unknown>): string[] {
   return Object.entries(v).flatMap(([k, x]) => {
     if (!DB_KWARGS.includes(k)) return [`Hub.db_kwargs: unknown key ${JSON.stringify(k)} (known: ${DB_KWARGS.join(', ')})`];

@@ -44,7 +44,16 @@ export interface PostgresOptions {
   connectionTimeoutMillis?: number;
   idleTimeoutMillis?: number;
   statement_timeout?: number;
+  /** ms a session may sit in an open transaction without a statement before PostgreSQL ends it (0 = never) */
+  idle_in_transaction_session_timeout?: number;
 }
+
+/**
+ * A node that dies in the middle of a transaction (its machine gone: no socket closes) would hold its row locks
+ * until TCP gives up, hours later, and every other node's write of those rows would wait: PostgreSQL ends such a
+ * session after this long. The hub's transactions run their statements back to back (milliseconds).
+ */
+export const IDLE_IN_TRANSACTION_MS = 10_000;
 
 /** PostgreSQL error codes a transaction is tried again for (bounded): a deadlock, a serialisation failure. */
 const RETRIED = new Set(['40P01', '40001']);
@@ -389,12 +398,14 @@ class PostgresEngine implements Engine {
     const asNumber = (v: string) => Number(v);
     const types = { getTypeParser: ((oid: number, format?: 'text' | 'binary') => (oid === 20 || oid === 1700 ? asNumber : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser };
     const o = location.options ?? {};
+    const idleInTransaction = o.idle_in_transaction_session_timeout ?? IDLE_IN_TRANSACTION_MS;
     const pool = new pg.Pool({
       connectionString: location.url,
       max: o.max ?? 10,
       connectionTimeoutMillis: o.connectionTimeoutMillis ?? 10_000,
       idleTimeoutMillis: o.idleTimeoutMillis ?? 30_000,
       ...(o.statement_timeout ? { statement_timeout: o.statement_timeout } : {}),
+      ...(idleInTransaction ? { idle_in_transaction_session_timeout: idleInTransaction } : {}),
       options: `-c search_path=${location.schema}`,
       types,
       application_name: `hub-${location.schema}`,
