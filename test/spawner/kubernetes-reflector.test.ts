@@ -1,12 +1,13 @@
 // The Kubernetes backend's reflector (services/spawner/backends/kubernetes-reflector.ts) against the real API server
 // of the test cluster, reached through a TCP relay this test can cut: pods created and deleted are seen through the
 // watch; while the connection is cut, a pod is created and another deleted; once it is back, the reflector has listed
-// again and holds exactly what the API holds, its listeners told of the deletion it missed.
+// again and holds exactly what the API holds, its listeners told of the deletion it missed. And which pod states end a start.
 import test from 'ava';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { createLogger } from '../../shared/log.js';
 import { PodReflector } from '../../services/spawner/backends/kubernetes-reflector.js';
+import { podProblem } from '../../services/spawner/backends/kubernetes.js';
 import { waitFor } from '../harness.js';
 import { ensureCluster, type KubeCluster } from './kube-cluster.js';
 import { CLUSTER_DIR } from '../../scripts/cluster.js';
@@ -92,4 +93,18 @@ test('kubernetes reflector: one LIST + WATCH sees pods come and go; after the co
     reflector.stop();
     await through.close();
   }
+});
+
+test('kubernetes: which pod states end a start (the kubelet\'s and the scheduler\'s words, as this cluster gave them) and which it waits through', (t) => {
+  const waiting = (reason: string, message: string) => ({
+    spec: { containers: [{ name: 'notebook', image: 'i:1' }] },
+    status: { phase: 'Pending', containerStatuses: [{ name: 'notebook', image: 'i:1', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason, message } } }] },
+  });
+  const unschedulable = (message: string) => ({ spec: { containers: [{ name: 'notebook' }] }, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }] } });
+  // the Secret was created just before the pod and the kubelet's cache has not caught up: it tries again, and runs it
+  t.is(podProblem(waiting('CreateContainerConfigError', 'failed to sync secret cache: timed out waiting for the condition') as never), null);
+  t.is(podProblem(waiting('ContainerCreating', '') as never), null);
+  t.is(podProblem(unschedulable('0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.') as never), null);
+  t.deepEqual(podProblem(waiting('CreateContainerConfigError', 'secret "jupyter-x" not found') as never), { reason: 'the server\'s container could not be created (CreateContainerConfigError): secret "jupyter-x" not found', code: null });
+  t.regex(podProblem(unschedulable('0/1 nodes are available: 1 Insufficient cpu.') as never)!.reason, /^the pod cannot be scheduled: 0\/1 nodes are available: 1 Insufficient cpu\.$/);
 });

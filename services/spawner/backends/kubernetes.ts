@@ -108,7 +108,9 @@ export function podProblem(pod: V1Pod): { reason: string; code: number | null } 
     if (w?.reason === 'ErrImagePull' || w?.reason === 'ImagePullBackOff' || w?.reason === 'InvalidImageName') {
       return { reason: `the image '${c.image || image}' of ${which} could not be pulled (${w.reason}): ${w.message ?? ''}`.trim(), code: null };
     }
-    if (w?.reason === 'CreateContainerConfigError' || w?.reason === 'CreateContainerError' || w?.reason === 'RunContainerError') {
+    // the kubelet not yet having the Secret the pod was just created with ("failed to sync secret cache"): it tries again
+    const transient = w?.reason === 'CreateContainerConfigError' && /failed to sync .*cache/i.test(w.message ?? '');
+    if (!transient && (w?.reason === 'CreateContainerConfigError' || w?.reason === 'CreateContainerError' || w?.reason === 'RunContainerError')) {
       return { reason: `${which} could not be created (${w.reason}): ${w.message ?? ''}`.trim(), code: null };
     }
     // ended (a restart policy may bring it back: CrashLoopBackOff says the last end)
