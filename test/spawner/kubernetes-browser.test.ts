@@ -49,7 +49,8 @@ test('kubernetes in a browser: the start button, JupyterLab from a pod through t
     await login(page, hub.url, 'nora', PASSWORD);
     t.is(new URL(page.url()).pathname, '/hub/home');
     await Promise.all([page.waitForURL((u) => u.pathname.startsWith('/hub/spawn-pending/'), { timeout: 15_000 }), page.click('#default-server button[data-action=start]')]);
-    await page.waitForURL((u) => u.pathname === '/user/nora/lab', { timeout: 120_000 });
+    // within ava's own timeout (120 s), so a failed start shows what the page said
+    await page.waitForURL((u) => u.pathname === '/user/nora/lab', { timeout: 90_000 });
     await page.locator('#jp-main-dock-panel').waitFor({ state: 'visible', timeout: 60_000 });
     const pod = await cluster.want('GET', `/api/v1/namespaces/${NAMESPACE}/pods/jupyter-nora`, undefined, 200);
     const notebook = await newNotebook(page);
