@@ -7,12 +7,13 @@
 // Who takes it down: a cluster the tests brought up is marked (MADE_BY_TESTS in its directory) and stays up
 // between test files; `.ci/run` calls `node --import=tsx test/spawner/kube-cluster.ts release` after the suite,
 // which takes it down only when the tests made it (a cluster someone brought up by hand is left as it was).
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { api, CLUSTER_DIR, down, NODE_NAME, POD_SUBNET, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
-import { sleep } from '../harness.js';
+import { freePort, sleep, startHub, type HubUnderTest } from '../harness.js';
+import { tmpdir } from 'node:os';
 
 export interface KubeCluster {
   /** an admin kubeconfig (KUBECONFIG for the hub's spawner) */
@@ -125,6 +126,22 @@ export function ensureCluster(): Promise<KubeCluster> {
   });
   ensured.catch(() => { ensured = null; });
   return ensured;
+}
+
+/**
+ * A hub whose servers run as pods on the cluster: its gateway on all addresses and a port picked here (pods reach it at
+ * `cluster.hostIp`, which KubeSpawner.hub_connect_url names), the spawner given the admin kubeconfig, the image the
+ * cluster made, `JUPYTERHUB_*` aliases for the established hub's server. `config` adds to each section.
+ */
+export async function startKubeHub(cluster: KubeCluster, config: Record<string, Record<string, unknown>>): Promise<HubUnderTest> {
+  const port = await freePort();
+  const base: Record<string, Record<string, unknown>> = {
+    Hub: { spawner_class: 'kubernetes', ip: '0.0.0.0', port, env_prefix_aliases: ['JUPYTERHUB_'] },
+    Spawner: { cmd: ['jupyterhub-singleuser'], start_timeout: 120, http_timeout: 60 },
+    KubeSpawner: { image: cluster.image, image_pull_policy: 'IfNotPresent', hub_connect_url: `http://${cluster.hostIp}:${port}` },
+  };
+  for (const [section, options] of Object.entries(config)) base[section] = { ...base[section], ...options };
+  return startHub({ reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() }, env: { KUBECONFIG: cluster.kubeconfig }, config: base });
 }
 
 /** Takes the cluster down if the tests brought it up (`.ci/run` after the suite); one made by hand stays. */

@@ -3,15 +3,12 @@
 // real cluster (test/spawner/kube-cluster.ts), reached through the front door after the server's OAuth login at the
 // hub; a notebook cell runs in the pod's kernel; the home page's stop button deletes the pod.
 import test from 'ava';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort, startHub, type HubUnderTest } from '../harness.js';
+import { type HubUnderTest } from '../harness.js';
 import { randomToken } from '../api/client.js';
 import { launchBrowser, login, newPage, type Browser } from '../web/browser.js';
 import { newNotebook } from '../web/jupyter-venv.js';
 import { serverRecord } from './helpers.js';
-import { ensureCluster, type KubeCluster } from './kube-cluster.js';
+import { ensureCluster, startKubeHub, type KubeCluster } from './kube-cluster.js';
 
 const ADMIN = randomToken();
 const PASSWORD = 'correct horse battery';
@@ -24,16 +21,11 @@ test.before(async () => {
   cluster = await ensureCluster();
   await cluster.want('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } }, 201);
   browser = await launchBrowser();
-  const port = await freePort();
-  hub = await startHub({
-    reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() },
-    env: { KUBECONFIG: cluster.kubeconfig },
-    config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'kubernetes', ip: '0.0.0.0', port, env_prefix_aliases: ['JUPYTERHUB_'], authenticator_class: 'dummy' },
-      DummyAuthenticator: { password: PASSWORD },
-      Spawner: { cmd: ['jupyterhub-singleuser'], default_url: '/lab', start_timeout: 120, http_timeout: 60, slow_spawn_timeout: 1 },
-      KubeSpawner: { image: cluster.image, image_pull_policy: 'IfNotPresent', namespace: NAMESPACE, hub_connect_url: `http://${cluster.hostIp}:${port}` },
-    },
+  hub = await startKubeHub(cluster, {
+    Hub: { api_tokens: { [ADMIN]: 'boss' }, authenticator_class: 'dummy' },
+    DummyAuthenticator: { password: PASSWORD },
+    Spawner: { default_url: '/lab', slow_spawn_timeout: 1 },
+    KubeSpawner: { namespace: NAMESPACE },
   });
 });
 

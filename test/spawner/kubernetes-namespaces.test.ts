@@ -3,14 +3,11 @@
 // profile asking for a GPU-shaped extended resource the node advertises (one fits, three do not: the scheduler's
 // words end that start), and kill -9 of the spawner re-attaching to a pod in a user's namespace.
 import test from 'ava';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { NODE_NAME } from '../../scripts/cluster.js';
-import { freePort, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { serverRecord, startAndWaitReady } from './helpers.js';
-import { ensureCluster, type KubeCluster } from './kube-cluster.js';
+import { ensureCluster, startKubeHub, type KubeCluster } from './kube-cluster.js';
 
 const ADMIN = randomToken();
 const SUFFIX = Date.now().toString(36);
@@ -30,21 +27,16 @@ test.before(async () => {
   await patchNode([{ op: 'add', path: GPU_PATH, value: '2' }]);
   await waitFor('the node to offer the extended resource', async () =>
     ((await kube('GET', `/api/v1/nodes/${NODE_NAME}`, undefined, 200)).status.allocatable?.[GPU] === '2' ? true : undefined), 30_000, 200);
-  const port = await freePort();
-  hub = await startHub({
-    reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() },
-    env: { KUBECONFIG: cluster.kubeconfig },
-    config: {
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'kubernetes', ip: '0.0.0.0', port, env_prefix_aliases: ['JUPYTERHUB_'] },
-      Authenticator: { admin_users: ['boss'] },
-      Spawner: { cmd: ['jupyterhub-singleuser'], start_timeout: 120, http_timeout: 60, poll_interval: 1 },
-      KubeSpawner: {
-        image: cluster.image, image_pull_policy: 'IfNotPresent', namespace: BASE, enable_user_namespaces: true, hub_connect_url: `http://${cluster.hostIp}:${port}`,
-        profile_list: [
-          { slug: 'gpu', display_name: 'One GPU', default: true, kubespawner_override: { extra_resource_limits: { [GPU]: '1' } } },
-          { slug: 'gpus', display_name: 'Three GPUs', kubespawner_override: { extra_resource_limits: { [GPU]: '3' } } },
-        ],
-      },
+  hub = await startKubeHub(cluster, {
+    Hub: { api_tokens: { [ADMIN]: 'boss' } },
+    Authenticator: { admin_users: ['boss'] },
+    Spawner: { poll_interval: 1 },
+    KubeSpawner: {
+      namespace: BASE, enable_user_namespaces: true,
+      profile_list: [
+        { slug: 'gpu', display_name: 'One GPU', default: true, kubespawner_override: { extra_resource_limits: { [GPU]: '1' } } },
+        { slug: 'gpus', display_name: 'Three GPUs', kubespawner_override: { extra_resource_limits: { [GPU]: '3' } } },
+      ],
     },
   });
 });

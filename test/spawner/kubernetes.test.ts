@@ -7,10 +7,10 @@ import test from 'ava';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, runHubCommand, startHub, waitFor, type HubUnderTest } from '../harness.js';
+import { freePort, runHubCommand, waitFor, type HubUnderTest } from '../harness.js';
 import { apiClient, randomToken } from '../api/client.js';
 import { readProgress, serverRecord, startAndWaitReady } from './helpers.js';
-import { ensureCluster, type KubeCluster } from './kube-cluster.js';
+import { ensureCluster, startKubeHub, type KubeCluster } from './kube-cluster.js';
 
 const ADMIN = randomToken();
 const SUFFIX = Date.now().toString(36);
@@ -41,31 +41,26 @@ test.before(async () => {
   homeDir = mkdtempSync(join(tmpdir(), 'hub-k8s-home-'));
   chmodSync(homeDir, 0o777); // the image's jovyan (uid 1000) writes there
   await kube('POST', '/api/v1/persistentvolumes', volumeFor(PV, 'claim-alice'), 201);
-  const port = await freePort();
-  hub = await startHub({
-    reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() },
-    env: { KUBECONFIG: cluster.kubeconfig },
-    config: {
-      // pods reach the hub at the pod bridge's address on this machine: the gateway listens there too (the test uses 127.0.0.1)
-      Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'kubernetes', ip: '0.0.0.0', port, env_prefix_aliases: ['JUPYTERHUB_'], allow_named_servers: true },
-      Authenticator: { admin_users: ['boss'] },
-      Spawner: {
-        cmd: ['jupyterhub-singleuser'], start_timeout: 120, http_timeout: 60, poll_interval: 1,
-        profiles: [
-          { name: 'standard', display_name: 'Standard', default: true },
-          {
-            name: 'home', display_name: 'With a home that stays', overrides: {
-              'KubeSpawner.storage_pvc_ensure': true, 'KubeSpawner.storage_class': STORAGE_CLASS, 'KubeSpawner.storage_capacity': '1Gi',
-              'KubeSpawner.volumes': [{ name: 'home', persistentVolumeClaim: { claimName: '{pvc_name}' } }],
-              'KubeSpawner.volume_mounts': [{ name: 'home', mountPath: '/home/jovyan' }],
-            },
+  // pods reach the hub at the pod bridge's address on this machine: the gateway listens there too (the test uses 127.0.0.1)
+  hub = await startKubeHub(cluster, {
+    Hub: { api_tokens: { [ADMIN]: 'boss' }, allow_named_servers: true },
+    Authenticator: { admin_users: ['boss'] },
+    Spawner: {
+      poll_interval: 1,
+      profiles: [
+        { name: 'standard', display_name: 'Standard', default: true },
+        {
+          name: 'home', display_name: 'With a home that stays', overrides: {
+            'KubeSpawner.storage_pvc_ensure': true, 'KubeSpawner.storage_class': STORAGE_CLASS, 'KubeSpawner.storage_capacity': '1Gi',
+            'KubeSpawner.volumes': [{ name: 'home', persistentVolumeClaim: { claimName: '{pvc_name}' } }],
+            'KubeSpawner.volume_mounts': [{ name: 'home', mountPath: '/home/jovyan' }],
           },
-          { name: 'nowhere', display_name: 'A node nobody has', overrides: { 'KubeSpawner.node_selector': { 'hub.test/pool': 'nowhere' } } },
-          { name: 'missing', display_name: 'An image nobody has', overrides: { 'KubeSpawner.image': MISSING_IMAGE } },
-        ],
-      },
-      KubeSpawner: { image: cluster.image, image_pull_policy: 'IfNotPresent', namespace: NAMESPACE, hub_connect_url: `http://${cluster.hostIp}:${port}` },
+        },
+        { name: 'nowhere', display_name: 'A node nobody has', overrides: { 'KubeSpawner.node_selector': { 'hub.test/pool': 'nowhere' } } },
+        { name: 'missing', display_name: 'An image nobody has', overrides: { 'KubeSpawner.image': MISSING_IMAGE } },
+      ],
     },
+    KubeSpawner: { namespace: NAMESPACE },
   });
 });
 
