@@ -342,7 +342,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
     const { namespace, pod, pvc, secret } = objects;
     const name = pod.metadata!.name!;
     const pods = await podsIn(namespace);
-    // the pod's events, from before it exists; those of a stale namespesake are told apart by uid once ours is known
+    // the pod's events, from before it exists; those of a stale namesake are told apart by uid once ours is known
     let uid = '';
     const early: CoreV1Event[] = [];
     const said = new Set<string>();
