@@ -79,9 +79,11 @@ export interface StartOptions {
   env?: NodeJS.ProcessEnv;
   /** return once /hub/health says 200 (default), or as soon as the port answers anything (the front door's first answer) */
   readyWhen?: 'healthy' | 'answering';
+  /** a command the supervisor runs under (its arguments follow), which must exec it in the same process, e.g. `unshare … sh -c 'exec "$@"'` */
+  launcher?: string[];
 }
 
-export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {}, readyWhen = 'healthy' }: StartOptions = {}): Promise<HubUnderTest> {
+export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {}, readyWhen = 'healthy', launcher = [] }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
   const natsPort = reuse?.natsPort ?? await freePort();
@@ -93,7 +95,8 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
   const full = { ...config, Hub: { data_dir: dataDir, port, nats_port: natsPort, log_level: 'warn', ...(hubPort ? { hub_port: hubPort } : {}), ...config.Hub } };
   const configFile = join(dataDir, 'hub.json');
   writeFileSync(configFile, JSON.stringify(full));
-  const proc = spawn(process.execPath, [...SUPERVISOR_FLAGS, join(repo, 'dist', 'supervisor.js'), '--config', configFile], {
+  const command = [...launcher, process.execPath, ...SUPERVISOR_FLAGS, join(repo, 'dist', 'supervisor.js'), '--config', configFile];
+  const proc = spawn(command[0], command.slice(1), {
     stdio: ['ignore', 'pipe', 'pipe'], cwd: repo, env: { ...process.env, HUB_NATS_TOKEN: NATS_TOKEN, ...env },
   });
   let logText = '';

@@ -12,7 +12,7 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { api, CLUSTER_DIR, down, NODE_NAME, POD_SUBNET, SINGLEUSER_IMAGE, up } from '../../scripts/cluster.js';
-import { freePort, sleep, startHub, type HubUnderTest } from '../harness.js';
+import { freePort, sleep, startHub, type HubUnderTest, type StartOptions } from '../harness.js';
 import { tmpdir } from 'node:os';
 
 export interface KubeCluster {
@@ -33,6 +33,29 @@ export interface KubeCluster {
   want(method: string, path: string, body: unknown, expect: number): Promise<any>;
   /** a JSON Patch (RFC 6902) of an object, e.g. a node's status (api() sends only merge-able JSON) */
   jsonPatch(path: string, ops: unknown[]): Promise<void>;
+  /** the API server's port on 127.0.0.1 and the cluster's CA (what a pod's service account directory holds as ca.crt) */
+  apiserverPort: number;
+  caFile: string;
+}
+
+export interface PolicyRule { apiGroups: string[]; resources: string[]; verbs: string[] }
+
+/**
+ * The rules README.md says the hub's account needs (its `rules:` block under "The rights the hub's account needs"):
+ * the tests grant exactly these, so the README is what is tested.
+ */
+export function readmeHubRules(): PolicyRule[] {
+  const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+  const block = /The rights the hub's account needs[\s\S]*?```yaml\nrules:\n([\s\S]*?)```/.exec(readme)?.[1];
+  if (!block) throw new Error('README.md has no `rules:` block after "The rights the hub\'s account needs"');
+  return block.split('\n').map((l) => l.replace(/#.*$/, '').trim()).filter(Boolean).map((line) => {
+    const list = (key: string) => {
+      const m = new RegExp(`${key}: \\[([^\\]]*)\\]`).exec(line);
+      if (!m) throw new Error(`README.md's rule '${line}' has no ${key}`);
+      return m[1].split(',').map((v) => v.trim().replace(/^"(.*)"$/, '$1')).filter((v, i, all) => v !== '' || all.length === 1);
+    };
+    return { apiGroups: list('apiGroups'), resources: list('resources'), verbs: list('verbs') };
+  });
 }
 
 async function want(method: string, path: string, body: unknown, expect: number): Promise<any> {
@@ -120,9 +143,10 @@ export function ensureCluster(): Promise<KubeCluster> {
       await up();
       writeFileSync(MARK, `${new Date().toISOString()}\n`);
     }
-    const state = JSON.parse(readFileSync(STATE, 'utf8')) as { nodeIp: string };
+    const state = JSON.parse(readFileSync(STATE, 'utf8')) as { nodeIp: string; apiserverPort: number };
     const hostIp = POD_SUBNET.replace(/\.0\/\d+$/, '.1'); // the bridge's address: the subnet's first
-    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, hostIp, api, want, jsonPatch };
+    return { kubeconfig: join(CLUSTER_DIR, 'admin.kubeconfig'), image: SINGLEUSER_IMAGE, nodeIp: state.nodeIp, hostIp, api, want, jsonPatch,
+      apiserverPort: state.apiserverPort, caFile: join(CLUSTER_DIR, 'pki', 'ca.crt') };
   });
   ensured.catch(() => { ensured = null; });
   return ensured;
@@ -131,9 +155,11 @@ export function ensureCluster(): Promise<KubeCluster> {
 /**
  * A hub whose servers run as pods on the cluster: its gateway on all addresses and a port picked here (pods reach it at
  * `cluster.hostIp`, which KubeSpawner.hub_connect_url names), the spawner given the admin kubeconfig, the image the
- * cluster made, `JUPYTERHUB_*` aliases for the established hub's server. `config` adds to each section.
+ * cluster made, `JUPYTERHUB_*` aliases for the established hub's server. `config` adds to each section; `how` gives
+ * other credentials than the admin kubeconfig (`env`) and a command to run the hub under (`launcher`).
  */
-export async function startKubeHub(cluster: KubeCluster, config: Record<string, Record<string, unknown>>): Promise<HubUnderTest> {
+export async function startKubeHub(cluster: KubeCluster, config: Record<string, Record<string, unknown>>,
+  how: Pick<StartOptions, 'env' | 'launcher'> = {}): Promise<HubUnderTest> {
   const port = await freePort();
   const base: Record<string, Record<string, unknown>> = {
     Hub: { spawner_class: 'kubernetes', ip: '0.0.0.0', port, env_prefix_aliases: ['JUPYTERHUB_'] },
@@ -141,7 +167,7 @@ export async function startKubeHub(cluster: KubeCluster, config: Record<string, 
     KubeSpawner: { image: cluster.image, image_pull_policy: 'IfNotPresent', hub_connect_url: `http://${cluster.hostIp}:${port}` },
   };
   for (const [section, options] of Object.entries(config)) base[section] = { ...base[section], ...options };
-  return startHub({ reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() }, env: { KUBECONFIG: cluster.kubeconfig }, config: base });
+  return startHub({ reuse: { dataDir: mkdtempSync(join(tmpdir(), 'hub-test-')), port, natsPort: await freePort() }, env: how.env ?? { KUBECONFIG: cluster.kubeconfig }, launcher: how.launcher, config: base });
 }
 
 /** Takes the cluster down if the tests brought it up (`.ci/run` after the suite); one made by hand stays. */

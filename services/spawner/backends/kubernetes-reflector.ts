@@ -22,6 +22,16 @@ interface WatchEvent<T> {
   object: T & { code?: number; message?: string; metadata?: { resourceVersion?: string } };
 }
 
+/** The API's own words for a failed call (its Status message), else the transport's. */
+export function apiMessage(e: unknown): string {
+  const err = e as { code?: number; body?: unknown; message?: string };
+  let body = err.body;
+  if (typeof body === 'string') try { body = JSON.parse(body); } catch { /* plain text */ }
+  const said = typeof body === 'object' && body && typeof (body as { message?: unknown }).message === 'string' ? (body as { message: string }).message : '';
+  if (said) return said;
+  return (err.message ?? String(e)).split('\n')[0].trim();
+}
+
 const sleep = (ms: number, signal: AbortSignal) => new Promise<void>((resolve) => {
   const timer = setTimeout(resolve, ms);
   signal.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
@@ -40,7 +50,8 @@ async function listAndWatch<T>(o: {
   list: (query: Record<string, string | number>) => Promise<Listed<T>>;
   onList: (items: T[]) => void;
   onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: T) => void;
-  onError: (why: string | null) => void;
+  /** why the last LIST or WATCH failed (the API's words and its HTTP status), or null once a LIST succeeds */
+  onError: (why: string | null, code?: number) => void;
   fromNow?: boolean;
   signal: AbortSignal;
 }): Promise<void> {
@@ -81,8 +92,9 @@ async function listAndWatch<T>(o: {
       if (ended === 'gone') version = '';
     } catch (e) {
       if (o.signal.aborted) break;
-      const why = `${(e as Error).message ?? e}${(e as { code?: number }).code ? ` (HTTP ${(e as { code?: number }).code})` : ''}`;
-      o.onError(why);
+      const code = (e as { code?: number }).code;
+      const why = `${apiMessage(e)}${code ? ` (HTTP ${code})` : ''}`;
+      o.onError(why, code);
       o.log.warn({ event: 'kubernetes.watch.failed', what: o.what, err: why, retry_ms: backoff }, 'list or watch failed: listing again');
       version = '';
       await sleep(backoff, o.signal);
@@ -100,6 +112,8 @@ export class PodReflector {
   private readonly listeners = new Set<PodListener>();
   private readonly stopping = new AbortController();
   private lastError: string | null = null;
+  /** the API refused the LIST (401, 403): no use waiting for it */
+  private refused = false;
   private markSynced!: () => void;
   /** settles once the first LIST is in */
   readonly synced = new Promise<void>((r) => { this.markSynced = r; });
@@ -127,10 +141,16 @@ export class PodReflector {
           if (type === 'DELETED') this.remove(key, pod);
           else this.set(key, pod);
         },
-        onError: (why) => { this.lastError = why; },
+        onError: (why, code) => {
+          this.lastError = why;
+          this.refused = code === 401 || code === 403;
+          if (this.refused) for (const fn of this.refusals) fn();
+        },
       });
     });
   }
+
+  private readonly refusals = new Set<() => void>();
 
   private set(key: string, pod: V1Pod): void {
     if (pod.metadata) delete pod.metadata.managedFields; // often most of a pod's size, and nothing the hub reads
@@ -152,12 +172,23 @@ export class PodReflector {
     return [...this.pods.values()];
   }
 
-  /** Waits for the first list, at most `ms`; throws why the API could not be listed. */
+  /**
+   * Waits for the first list, at most `ms`; throws why the API could not be listed, at once when it refuses (the
+   * hub's account lacks a right: the API's words name it). The watch keeps trying meanwhile: a right granted later counts.
+   */
   async ready(ms: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
+    let onRefusal = () => undefined as void;
+    const why = (prefix: string) => new Error(`${prefix}${this.lastError ? `: ${this.lastError}` : ''}`);
     await Promise.race([this.synced, new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the Kubernetes API did not list the server pods within ${ms / 1000} s${this.lastError ? `: ${this.lastError}` : ''}`)), ms);
-    })]).finally(() => clearTimeout(timer));
+      timer = setTimeout(() => reject(why(`the Kubernetes API did not list the server pods within ${ms / 1000} s`)), ms);
+      onRefusal = () => reject(why('the Kubernetes API refuses to list the server pods'));
+      this.refusals.add(onRefusal);
+      if (this.refused) onRefusal();
+    })]).finally(() => {
+      clearTimeout(timer);
+      this.refusals.delete(onRefusal);
+    });
   }
 
   /** Calls `fn` with every change of any pod (and its deletion); returns the unsubscribe. */

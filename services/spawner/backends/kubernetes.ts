@@ -15,7 +15,7 @@ import { hubInternalUrl, hubPublicUrl, usesTls } from '../../../shared/config.js
 import { isActive, type ServerRecord } from '../../../shared/servers.js';
 import type { Adopted, BackendContext, BackendState, ExitStatus, Listen, PollResult, Preflight, SpawnerBackend, StartRequest, Started } from '../backend.js';
 import { HUB_LABELS, kubeObjects, kubeSpawnerOptionProblems } from './kubernetes-objects.js';
-import { PodEvents, PodReflector } from './kubernetes-reflector.js';
+import { apiMessage, PodEvents, PodReflector } from './kubernetes-reflector.js';
 
 /** What the registry keeps of a pod server (no secret: admins may read it). */
 export interface KubeState {
@@ -48,15 +48,6 @@ const sectionOf = (ctx: BackendContext) => ctx.config.KubeSpawner as unknown as 
 const str = (v: unknown, fallback = '') => (typeof v === 'string' ? v : fallback);
 const num = (v: unknown, fallback: number) => (typeof v === 'number' && Number.isFinite(v) ? v : fallback);
 
-/** The API's own words for a failed call (its Status message), else the transport's. */
-export function apiMessage(e: unknown): string {
-  const err = e as { code?: number; body?: unknown; message?: string };
-  let body = err.body;
-  if (typeof body === 'string') try { body = JSON.parse(body); } catch { /* plain text */ }
-  const said = typeof body === 'object' && body && typeof (body as { message?: unknown }).message === 'string' ? (body as { message: string }).message : '';
-  if (said) return said;
-  return (err.message ?? String(e)).split('\n')[0].trim();
-}
 const statusOf = (e: unknown) => (e as { code?: number }).code;
 
 /** KubeSpawner's default namespace: the hub's own pod's when in the cluster, else the kubeconfig context's, else "default". */
