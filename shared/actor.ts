@@ -9,6 +9,7 @@ import { callsDone, createActorClient, serveGrpc, serveGrpcOverNats, stopGrpc } 
 import { internalTlsFiles } from './internal-ssl.js';
 import { createLogger, type Logger } from './log.js';
 import { initMetrics, metricsSnapshot, setNodeName } from './metrics.js';
+import { collectWhenIdle } from './idle-gc.js';
 import { connectNats, decodeJson, encodeJson, serveNats, setJetStreamReplicas, startHeartbeat, type NatsConnection, type NatsHandler } from './nats.js';
 import { grpcSocketPath, type ActorName } from './paths.js';
 import { subjects } from './subjects.js';
@@ -106,6 +107,7 @@ export async function runActor<A extends ActorName>(actor: A, setup: (ctx: Actor
   const log = createLogger(actor, config.Hub.log_level, config.Hub.log_format, node);
   setNodeName(node);
   initMetrics(actor, options.grpcInstance?.(config));
+  collectWhenIdle(); // gives back what a burst of requests left behind (actors with --expose-gc)
   const instance = `${actor}-${randomBytes(4).toString('hex')}`;
   const startedAt = Date.now();
   const startedIso = new Date(startedAt).toISOString();
