@@ -371,7 +371,7 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
     },
     actors: () => children.filter((c) => c.spec.ipc && c.pid).map((c) => ({ id: c.spec.id, send: (m: unknown) => c.send(m), onMessage: (fn: (m: unknown) => void) => c.onMessage(fn) })),
     writeResult: (result) => writeJsonAtomically(reloadResultFile(run), result),
-    log, confirmMs: config.Hub.rpc_timeout * 1000,
+    log, confirmMs: config.Hub.rpc_timeout * 1000, running: { authStateKey: Boolean(cryptEnv[CRYPT_KEY_ENV]) },
   });
   process.on('SIGHUP', () => void reload(takeReloadAsker(run)).catch((err) => log.error({ event: 'supervisor.reload_failed', err }, 'reload failed')));
   for (const child of children) child.onMessage((m) => { if (isReloadAsked(m)) void reload(m.by, m.id).then((result) => child.send({ type: RELOAD_ASKED_REPLY, id: m.id, result })); });

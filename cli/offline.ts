@@ -24,7 +24,7 @@ export async function openOffline(config: HubConfig) {
   const dataDir = config.Hub.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const authStore = await AuthStore.open(storeLocation(config.Hub, 'auth'));
-  const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth, usernameMap: config.Authenticator.username_map });
+  const users = createAuthHandlers({ store: authStore, audit: NO_AUDIT_TRAIL, announce: NO_LISTENERS, activityFlushMs: 60_000, maxJsonDepth: config.Hub.max_json_depth, usernameMap: () => config.Authenticator.username_map });
   const login = { setPassword: (r: { name: string; password: string; by: string }) => setHubPassword({ config, store: authStore, audit: NO_AUDIT_TRAIL }, r) };
   let tokenStore: Awaited<ReturnType<typeof import('../services/tokens/store.js').TokenStore.open>> | undefined;
 

@@ -26,8 +26,10 @@ export function describeReload(r: ReloadResult, where = ''): string[] {
   const at = where ? `${where}: ` : '';
   if (!r.ok) return [`${at}configuration not reloaded (nothing changed):`, ...r.problems.map((p) => `  ${p}`)];
   const lines = [`${at}configuration reloaded: ${r.changed.length ? `applied ${r.changed.join(', ')}` : 'nothing to apply live'}`];
-  if (r.needs_restart.length) lines.push(`${at}changed, needs \`hub restart\`: ${r.needs_restart.join(', ')}`);
-  if (r.needs_full_restart.length) lines.push(`${at}changed, needs the hub stopped and started (the supervisor's own): ${r.needs_full_restart.join(', ')}`);
+  // each with why it cannot change live, where the hub says
+  const named = (names: string[]) => names.map((n) => (r.why?.[n] ? `${n} (${r.why[n]})` : n)).join(', ');
+  if (r.needs_restart.length) lines.push(`${at}changed, needs \`hub restart\`: ${named(r.needs_restart)}`);
+  if (r.needs_full_restart.length) lines.push(`${at}changed, needs the hub stopped and started: ${named(r.needs_full_restart)}`);
   if (r.unconfirmed.length) lines.push(`${at}not confirmed in time by: ${r.unconfirmed.join(', ')} (each reads the file again when it restarts)`);
   for (const p of r.problems) lines.push(`${at}problem: ${p}`);
   return lines;

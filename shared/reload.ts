@@ -4,8 +4,28 @@
 // (runActor's `reload`). A change that cannot be taken live is named ("needs `hub restart`") and not applied, so
 // an actor restarted meanwhile runs with what every other actor runs.
 import { readFileSync, rmSync, statSync } from 'node:fs';
-import { ConfigError, type HubConfig } from './config.js';
+import { ConfigError, SCHEMA, type HubConfig } from './config.js';
 import type { Logger } from './log.js';
+
+/**
+ * Options a running hub cannot take, each with why (the `hub reload` answer says it). Others not live and not listed
+ * here are read once when an actor starts; `hub restart` applies them all.
+ */
+export const RESTART_ONLY: Readonly<Record<string, string>> = {
+  'Hub.port': 'the gateways listen on it from their start',
+  'Hub.hub_port': 'the gateways listen on it from their start',
+  'Hub.data_dir': 'every actor keeps its files and stores there',
+  'Hub.db_url': 'every actor opens its store once, at its start',
+  'Hub.nats_url': 'every actor connects to NATS once, at its start',
+  'Hub.nats_port': 'NATS and every actor\'s connection to it are set up at the hub\'s start',
+  'Spawner.poll_interval': 'the spawner\'s poll of running servers is set up once, at its start',
+  ...Object.fromEntries(['sbatch', 'squeue', 'scontrol', 'scancel', 'sacct', 'slurm_conf', 'poll_interval'].map((o) => [`SlurmSpawner.${o}`,
+    'the spawner\'s SLURM client and job watcher are made once, at its start (they serve the running jobs too)'])),
+  'KubeSpawner.namespace': 'the spawner\'s pod watch (and its adoption of running pods) covers this namespace from its start',
+  'KubeSpawner.enable_user_namespaces': 'it decides which namespaces the spawner\'s pod watch covers, from its start',
+  ...Object.fromEntries(['k8s_api_host', 'k8s_api_ssl_ca_cert', 'k8s_api_verify_ssl', 'k8s_api_request_timeout', 'k8s_api_request_retry_timeout'].map((o) => [`KubeSpawner.${o}`,
+    'the spawner\'s Kubernetes API client and its pod watch are made once, at its start'])),
+};
 
 /** Options the running hub applies without restarting anything (each actor that uses one re-reads it on reload). */
 export const LIVE_OPTIONS: readonly string[] = [
@@ -14,10 +34,16 @@ export const LIVE_OPTIONS: readonly string[] = [
   'Hub.active_server_limit', 'Hub.named_server_limit_per_user', 'Hub.concurrent_spawn_limit', 'Hub.spawn_queue_limit',
   ...['cmd', 'args', 'environment', 'start_timeout', 'http_timeout', 'slow_spawn_timeout', 'slow_stop_timeout', 'stop_signal_timeout',
     'notebook_dir', 'default_url', 'debug', 'disable_user_config', 'mem_limit', 'cpu_limit', 'profiles', 'group_overrides', 'apply_user_options',
+    'placement', 'node_limit', 'node', 'node_lost_timeout',
   ].map((o) => `Spawner.${o}`),
-  // who may log in and how (the auth actor makes its authenticator again; the gateway reads these at use)
-  ...['admin_users', 'blocked_users', 'allowed_users', 'allow_all', 'allow_existing_users', 'refresh_pre_spawn', 'password_form', 'auto_login',
-    'manage_groups', 'manage_roles', 'auth_state_environment'].map((o) => `Authenticator.${o}`),
+  // the backends' own sections: a start reads its section then (services/spawner/handlers.ts sectionFor), so running
+  // servers keep what they started with; what a backend's client or watch is made of once is in RESTART_ONLY
+  ...(['LocalProcessSpawner', 'DockerSpawner', 'SlurmSpawner', 'KubeSpawner'] as const)
+    .flatMap((s) => Object.keys(SCHEMA[s]).map((o) => `${s}.${o}`)).filter((name) => !Object.hasOwn(RESTART_ONLY, name)),
+  // who may log in and how (the auth actor makes its authenticator again; the gateway reads these at use); a
+  // username_map change maps the next logins and API names (users keep theirs); enable_auth_state: liveAuthState
+  ...['admin_users', 'username_map', 'blocked_users', 'allowed_users', 'allow_all', 'allow_existing_users', 'auth_refresh_age', 'refresh_pre_spawn',
+    'password_form', 'auto_login', 'manage_groups', 'manage_roles', 'auth_state_environment'].map((o) => `Authenticator.${o}`),
   // every option of the authenticators' own sections (`Section.*`)
   ...['PasswordAuthenticator', 'SharedPasswordAuthenticator', 'DummyAuthenticator', 'PAMAuthenticator', 'LDAPAuthenticator', 'OAuthenticator'].map((s) => `${s}.*`),
 ];
@@ -34,32 +60,60 @@ export interface ConfigChanges {
   restart: string[];
   /** changed Supervisor options: only a stop and start of the hub applies them */
   supervisor: string[];
+  /** why an option of `restart` or `supervisor` cannot be taken live, where it is known */
+  why: Record<string, string>;
+}
+
+/** What the running hub has that decides whether some options can change live. */
+export interface RunningHub {
+  /** the auth actor holds HUB_CRYPT_KEY: the supervisor gives it only when it starts with enable_auth_state on */
+  authStateKey: boolean;
+}
+
+const AUTH_STATE = 'Authenticator.enable_auth_state';
+
+/**
+ * Authenticator.enable_auth_state changes live (the auth actor keeps, or stops keeping, new auth state) unless it
+ * is turned on in a hub whose auth actor has no key: the supervisor gives it one only when it starts with it on.
+ */
+function authStateChange(next: HubConfig, running: RunningHub): 'live' | string {
+  return !next.Authenticator.enable_auth_state || running.authStateKey ? 'live'
+    : 'the supervisor gives the auth state key (HUB_CRYPT_KEY) to the auth actor only when the hub starts with auth state on: stop and start the hub';
 }
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
 /** Every option whose value differs between two validated configurations, sorted by how it can be applied. */
-export function configChanges(previous: HubConfig, next: HubConfig): ConfigChanges {
-  const out: ConfigChanges = { live: [], restart: [], supervisor: [] };
+export function configChanges(previous: HubConfig, next: HubConfig, running: RunningHub = { authStateKey: true }): ConfigChanges {
+  const out: ConfigChanges = { live: [], restart: [], supervisor: [], why: {} };
   const p = previous as unknown as Record<string, Record<string, unknown>>;
   const n = next as unknown as Record<string, Record<string, unknown>>;
   for (const section of [...new Set([...Object.keys(p), ...Object.keys(n)])].sort()) {
     for (const option of [...new Set([...Object.keys(p[section] ?? {}), ...Object.keys(n[section] ?? {})])].sort()) {
       if (same(p[section]?.[option], n[section]?.[option])) continue;
       const name = `${section}.${option}`;
-      if (section === SUPERVISOR_SECTION) out.supervisor.push(name);
-      else if (isLive(section, option)) out.live.push(name);
-      else out.restart.push(name);
+      const authState = name === AUTH_STATE ? authStateChange(next, running) : null;
+      if (section === SUPERVISOR_SECTION) {
+        out.supervisor.push(name);
+        out.why[name] = 'the supervisor\'s own, read when it starts';
+      } else if (isLive(section, option) || authState === 'live') out.live.push(name);
+      else if (authState) {
+        out.supervisor.push(name);
+        out.why[name] = authState;
+      } else {
+        out.restart.push(name);
+        if (Object.hasOwn(RESTART_ONLY, name)) out.why[name] = RESTART_ONLY[name];
+      }
     }
   }
   return out;
 }
 
-/** `previous` with the live options of `next`: what the running hub runs after a reload. */
-export function withLiveOptions(previous: HubConfig, next: HubConfig): HubConfig {
+/** `previous` with the live options of `next` (or those named, `Section.option`): what the running hub runs after a reload. */
+export function withLiveOptions(previous: HubConfig, next: HubConfig, live: readonly string[] = LIVE_OPTIONS): HubConfig {
   const out = structuredClone(previous) as unknown as Record<string, Record<string, unknown>>;
   const n = next as unknown as Record<string, Record<string, unknown>>;
-  for (const name of LIVE_OPTIONS) {
+  for (const name of live) {
     const [section, option] = name.split('.');
     out[section] = option === '*' ? structuredClone(n[section]) : { ...out[section], [option]: structuredClone(n[section]?.[option]) };
   }
@@ -104,6 +158,8 @@ export interface ReloadResult {
   changed: string[];
   needs_restart: string[];
   needs_full_restart: string[];
+  /** why an option of needs_restart or needs_full_restart cannot change live, where it is known */
+  why?: Record<string, string>;
   /** actors that did not confirm within the bound */
   unconfirmed: string[];
 }
@@ -146,6 +202,8 @@ export interface ReloaderDeps {
   log: Logger;
   /** how long actors have to confirm */
   confirmMs: number;
+  /** what the running hub has that decides whether some options can change live */
+  running: RunningHub;
 }
 
 
@@ -173,10 +231,10 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
       if (!(e instanceof ConfigError)) throw e;
       return { ...base, ok: false, problems: e.problems };
     }
-    const changes = configChanges(current, next);
+    const changes = configChanges(current, next, d.running);
     const previous = current;
-    current = withLiveOptions(current, next);
-    const result: ReloadResult = { ...base, ok: true, problems: [], changed: changes.live, needs_restart: changes.restart, needs_full_restart: changes.supervisor };
+    current = withLiveOptions(current, next, changes.live);
+    const result: ReloadResult = { ...base, ok: true, problems: [], changed: changes.live, needs_restart: changes.restart, needs_full_restart: changes.supervisor, why: changes.why };
     if (!changes.live.length && !changes.restart.length && !changes.supervisor.length) return result;
     d.write(current);
     // every actor re-reads the file and applies its part: first the owners of tokens, roles and services (at once),

@@ -32,8 +32,8 @@ export interface AuthDeps {
   activityFlushMs: number;
   /** Hub.max_json_depth: group properties are bounded like any JSON from outside */
   maxJsonDepth: number;
-  /** Authenticator.username_map */
-  usernameMap: Record<string, string>;
+  /** Authenticator.username_map, as it is now (`hub reload` may change it) */
+  usernameMap: () => Readonly<Record<string, string>>;
 }
 
 function checkName(kind: string, name: string): void {
@@ -42,7 +42,7 @@ function checkName(kind: string, name: string): void {
 }
 
 export function createAuthHandlers({ store, audit, announce: publishEvent, activityFlushMs, maxJsonDepth, usernameMap }: AuthDeps) {
-  const normalize = (name: string) => normalizeUsername(name, usernameMap);
+  const normalize = (name: string) => normalizeUsername(name, usernameMap());
   // What a login last found or wrote of a user (admin, user_info): a returning user's login then reads and writes
   // nothing of the user row. Kept only while this actor is its store's one writer (not `store.shared`): each change
   // it makes to a user is announced, and the announcement forgets the name; another writer's change would not.

@@ -3,6 +3,7 @@
 import { Lease, leaseKey } from '../../shared/lease.js';
 import { runActor } from '../../shared/actor.js';
 import type { HubConfig } from '../../shared/config.js';
+import { liveConfig } from '../../shared/reload.js';
 import { storeLocation } from '../../shared/store.js';
 import { gauge, jupyterhubName } from '../../shared/metrics.js';
 import { createAnnouncer, decodeJson } from '../../shared/nats.js';
@@ -51,25 +52,29 @@ await runActor('auth', async (ctx) => {
       ctx.log.fatal({ event: 'users.index_failed', err: e }, 'cannot load the user index');
       process.exit(1);
     });
+  // options read at use (Authenticator.username_map of the API and the set-up page) through a view `hub reload` moves on
+  const live = liveConfig(ctx.config);
   const h = createAuthHandlers({
     store,
     audit: ctx.audit,
     announce: createAnnouncer(ctx.nc),
     activityFlushMs: Math.max(1000, ctx.config.Hub.activity_resolution * 1000),
     maxJsonDepth: ctx.config.Hub.max_json_depth,
-    usernameMap: ctx.config.Authenticator.username_map,
+    usernameMap: () => live.config.Authenticator.username_map,
   });
 
   const ensureUser = h.ensureLoginUser;
-  // Auth state needs its key (given to this actor alone by the supervisor); without one the hub does not start.
-  let crypt: AuthStateCrypt | null = null;
-  if (ctx.config.Authenticator.enable_auth_state) {
+  // Auth state needs its key (given to this actor alone by the supervisor, when the hub starts with auth state on);
+  // without one the hub does not start, and `hub reload` cannot turn it on (shared/reload.ts says so)
+  const cryptFor = (config: HubConfig): AuthStateCrypt | null => {
+    if (!config.Authenticator.enable_auth_state) return null;
     const keys = parseCryptKeys(process.env);
     if ('problem' in keys) throw new Error(keys.problem);
-    crypt = new AuthStateCrypt(keys.keys);
-  }
+    return new AuthStateCrypt(keys.keys);
+  };
+  let crypt = cryptFor(ctx.config);
   /** The authenticator and what judges its answers, from one configuration: made at start and by `hub reload`. */
-  const loginParts = async (config: HubConfig) => {
+  const loginParts = async (config: HubConfig, crypt: AuthStateCrypt | null) => {
     const authenticator = await loadAuthenticator(config.Hub.authenticator_class, { config, log: ctx.log, passwordOf: (name) => store.passwordOf(name) });
     const identity = createIdentity({
       config, store, audit: ctx.audit, log: ctx.log, authenticator, crypt, ensureUser, setUserGroups: h.setUserGroups, setUserInfo: h.setUserInfo, setUserRoles: h.setUserRoles,
@@ -77,7 +82,7 @@ await runActor('auth', async (ctx) => {
     const login = createLoginHandlers({ config, store, audit: ctx.audit, announce: createAnnouncer(ctx.nc), log: ctx.log, authenticator, identity });
     return { authenticator, identity, login };
   };
-  let { authenticator, identity, login } = await loginParts(ctx.config);
+  let { authenticator, identity, login } = await loginParts(ctx.config, crypt);
   type Login = typeof login;
   /** `login[key]` of whichever login handlers are current when it is called */
   const late = <K extends keyof Login>(key: K): Login[K] =>
@@ -128,7 +133,7 @@ await runActor('auth', async (ctx) => {
   await ensureAdmins(ctx.config.Authenticator.admin_users);
 
   const setup = await createFirstAdminSetup({
-    config: ctx.config, store, audit: ctx.audit, log: ctx.log, ensureUser, setPassword: login.setPassword, getUser: h.getUser,
+    config: live.config, store, audit: ctx.audit, log: ctx.log, ensureUser, setPassword: login.setPassword, getUser: h.getUser,
   });
 
   return {
@@ -166,12 +171,15 @@ await runActor('auth', async (ctx) => {
       },
       SetupStatus: setup.setupStatus, CompleteSetup: setup.completeSetup,
     },
-    // `hub reload`: the Authenticator options and the authenticator's own section (who may log in, who is admin, ...);
-    // the new one is made whole first, so a failure leaves the running one
+    // `hub reload`: the Authenticator options and the authenticator's own section (who may log in, who is admin, how
+    // names map, whether new auth state is kept); the new one is made whole first, so a failure leaves the running one
     reload: async (next) => {
-      const made = await loginParts(next);
+      const nextCrypt = cryptFor(next);
+      const made = await loginParts(next, nextCrypt);
       const previous = authenticator;
       ({ authenticator, identity, login } = made);
+      crypt = nextCrypt;
+      live.use(next);
       await previous.close?.();
       await ensureAdmins(next.Authenticator.admin_users);
     },

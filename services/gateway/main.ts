@@ -125,9 +125,10 @@ await runActor('gateway', async (ctx) => {
       ...(frontDoor.scheme === 'https' ? { certificate: frontDoor.certificate() } : {}) }),
     stopIntake: () => frontDoor.stopIntake(),
     drain: (ms) => drain.wait(ms, ctx.log),
-    // `hub reload`: services, roles, extra_headers; every cached resolution is worked out again (as after a reconnect)
+    // `hub reload`: services, roles, extra_headers, auth_refresh_age; every cached resolution is worked out again (as after a reconnect)
     reload: (next) => {
       live.use(next);
+      web.useConfig(next);
       directory.useConfig(next);
       mount.useConfig(next);
       apiDeps.book.clear();

@@ -1,5 +1,6 @@
 // The spawner actor: single-user servers, run by the backend `Hub.spawner_class` names. Wiring only.
 import { actorClient, runActor } from '../../shared/actor.js';
+import { liveConfig } from '../../shared/reload.js';
 import { decodeJson, encodeJson, gatewaysHaveApplied } from '../../shared/nats.js';
 
 import { subjects } from '../../shared/subjects.js';
@@ -15,7 +16,10 @@ import { takeImportedServers } from '../../shared/import-journal.js';
 import type { Handlers } from '../../shared/contracts/index.js';
 
 await runActor('spawner', async (ctx) => {
-  const { config } = ctx;
+  // backends and placement read options at use through a view `hub reload` moves on (what a backend makes once at
+  // its start, as a watch or a client, keeps what it was made of: shared/reload.ts RESTART_ONLY)
+  const live = liveConfig(ctx.config);
+  const { config } = live;
   const registry = await Registry.open(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
   const tokens = actorClient(ctx, 'tokens');
   const oauth = actorClient(ctx, 'oauth');
@@ -98,7 +102,10 @@ await runActor('spawner', async (ctx) => {
   return {
     // what other actors call: requests about another node's servers go there, starts are placed (nodes.ts)
     grpc: nodes.routed(h),
-    reload: (next) => h.useConfig(next),
+    reload: (next) => {
+      live.use(next);
+      h.useConfig(next);
+    },
     // replaced by `hub restart`: no more forwarded requests; the starts and stops under way finish (bounded)
     stopIntake: () => forwarded.drain().catch(() => undefined),
     drain: (ms) => Promise.race([h.workInProgress(), new Promise((r) => setTimeout(r, ms).unref())]).then(() => undefined),

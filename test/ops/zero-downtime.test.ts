@@ -10,8 +10,11 @@ import { join } from 'node:path';
 import { isAlive, NATS_TOKEN, REPO, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
 import { apiLoad, echoBackend, echoSocket, pathLoad } from './load.js';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { HUB_VERSION } from '../../shared/build-info.js';
 import { cliIdentity } from '../../cli/hub.js';
+import { Browser, formLogin, whoami } from '../auth/helpers.js';
+import { account, PROBE, serverRecord, startAndWaitReady, systemAccounts } from '../spawner/helpers.js';
 
 const TARGET = fileURLToPath(new URL('../bench/spawn-target.mjs', import.meta.url));
 const FIXTURE = fileURLToPath(new URL('../fixtures/server.mjs', import.meta.url));
@@ -41,7 +44,7 @@ function isCheckoutCode(code: string): boolean {
 const hubConfig = (more: Record<string, Record<string, unknown>> = {}) => ({
   ...more,
   Hub: { api_tokens: { [ADMIN]: 'boss' }, ...more.Hub },
-  Authenticator: { admin_users: ['boss'] },
+  Authenticator: { admin_users: ['boss'], ...more.Authenticator },
   Spawner: { cmd: [process.execPath, TARGET], slow_spawn_timeout: 5, ...more.Spawner },
 });
 
@@ -175,6 +178,120 @@ test.serial('hub reload: a service added to the file works at once, 0 API reques
     t.like(events[0], { who: `${cliIdentity()} (hub reload)`, details: { changed, needs_restart: ['Proxy.connect_timeout'] } });
     t.like(events[1], { who: 'SIGHUP', details: { changed, needs_restart: [] } });
     t.like(events[2], { who: `${cliIdentity()} (hub reload --all-nodes)`, details: { changed: ['Hub.services'] } });
+  } finally {
+    await hub.stop();
+  }
+});
+
+test.serial('hub reload: username_map maps the next login, auth_refresh_age and LocalProcessSpawner options apply at once (same processes, a running server keeps its own); a restart-only option is named with why', async (t) => {
+  const accounts = systemAccounts('h24');
+  const ANN = accounts.name('a');
+  const BEN = accounts.name('b');
+  accounts.addUser(ANN);
+  accounts.addUser(BEN);
+  const hub = await startHub({ config: {
+    Hub: { api_tokens: { [ADMIN]: 'boss' }, spawner_class: 'localprocess', authenticator_class: 'dummy' },
+    Authenticator: { admin_users: ['boss'] },
+    DummyAuthenticator: { password: 'open-sesame' },
+    Spawner: { cmd: [process.execPath, PROBE] },
+  } });
+  const file = join(hub.dataDir, 'hub.json');
+  const original = JSON.parse(readFileSync(file, 'utf8'));
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const api = apiClient(hub.url);
+  const reload = async (config: Record<string, unknown>) => {
+    writeFileSync(file, JSON.stringify(config));
+    const r = await runHubCommand(['reload', '--config', file], { env });
+    t.is(r.code, 0, `${r.stdout}${r.stderr}`);
+    return r.stdout;
+  };
+  try {
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: [ANN, BEN] } })).status, 201);
+    await startAndWaitReady(hub.url, ADMIN, ANN, {}, 20_000);
+    const annServer = (await serverRecord(hub.natsUrl, ANN))!;
+    const carol = new Browser();
+    t.is((await formLogin(carol, hub.url, 'carol', 'open-sesame')).status, 302);
+    t.is((await whoami(carol, hub.url)).body.name, 'carol');
+    t.is((await formLogin(new Browser(), hub.url, 'Dave.Smith', 'open-sesame')).status, 302);
+    t.is((await api('GET', '/users/dave.smith', { token: ADMIN })).status, 200, 'before the map, the login name is the user');
+    const processes = hub.children();
+
+    // one reload: a name map, carol blocked (her login stands until it is refreshed), accounts below a uid refused,
+    // and an option only a restart applies
+    const minUid = account(BEN).uid + 1;
+    const first = await reload({
+      ...original,
+      Authenticator: { ...original.Authenticator, username_map: { 'dave.smith': 'dave' }, blocked_users: ['carol'], enable_auth_state: true },
+      LocalProcessSpawner: { min_uid: minUid },
+      Spawner: { ...original.Spawner, poll_interval: 7 },
+    });
+    // this hub started without auth state: its auth actor has no key, so turning it on cannot be live
+    t.regex(first, /needs the hub stopped and started: Authenticator\.enable_auth_state \(the supervisor gives the auth state key \(HUB_CRYPT_KEY\) to the auth actor only when the hub starts with auth state on/);
+    t.regex(first, /applied Authenticator\.blocked_users, Authenticator\.username_map, LocalProcessSpawner\.min_uid\n/);
+    t.regex(first, /needs `hub restart`: Spawner\.poll_interval \(the spawner's poll of running servers is set up once, at its start\)/);
+    // username_map: the next login of that name is the mapped user (the one made before keeps its name)
+    const dave = new Browser();
+    t.is((await formLogin(dave, hub.url, 'Dave.Smith', 'open-sesame')).status, 302);
+    t.is((await whoami(dave, hub.url)).body.name, 'dave');
+    t.is((await api('GET', '/users/dave.smith', { token: ADMIN })).status, 200, 'the user made before the change keeps its name');
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['DAVE.SMITH'] } })).status, 409, 'the API maps the name to dave too');
+    // carol's login is younger than Authenticator.auth_refresh_age (300 s): not asked again yet
+    t.is((await whoami(carol, hub.url)).body.name, 'carol');
+    // LocalProcessSpawner.min_uid: the next start is refused; ann's server, started before, runs on as it was
+    const refused = await api('POST', `/users/${BEN}/server`, { token: ADMIN });
+    t.is(refused.status, 500);
+    t.true(refused.body.message.includes(`below LocalProcessSpawner.min_uid ${minUid}`), refused.body.message);
+    const annNow = await api('GET', `/users/${ANN}`, { token: ADMIN });
+    t.true(annNow.body.servers[''].ready);
+    t.is((await serverRecord(hub.natsUrl, ANN))!.pid, annServer.pid);
+    t.true(isAlive(annServer.pid));
+    t.is((await fetch(`${hub.url}/user/${ANN}/whoami`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
+
+    // auth_refresh_age 0: the next request of carol's browser refreshes her login, which now finds her blocked
+    const second = await reload({
+      ...original,
+      Authenticator: { ...original.Authenticator, username_map: { 'dave.smith': 'dave' }, blocked_users: ['carol'], enable_auth_state: true, auth_refresh_age: 0 },
+      LocalProcessSpawner: { min_uid: minUid },
+      Spawner: { ...original.Spawner, poll_interval: 7 },
+    });
+    t.regex(second, /applied Authenticator\.auth_refresh_age\n/);
+    t.is((await whoami(carol, hub.url)).status, 403);
+    t.like(await whoami(dave, hub.url), { status: 200, body: { name: 'dave' } }, 'refreshed too, and still admitted');
+    // nothing was restarted: the supervisor's processes are the ones before
+    t.deepEqual(hub.children(), processes);
+  } finally {
+    await hub.stop();
+    accounts.removeAll();
+  }
+});
+
+test.serial('hub reload: auth state turned off and on again live in a hub started with it (its key kept): new auth state refused meanwhile, the kept one back after', async (t) => {
+  const hub = await startHub({ config: hubConfig({ Authenticator: { enable_auth_state: true } }), env: { HUB_CRYPT_KEY: randomBytes(32).toString('hex') } });
+  const file = join(hub.dataDir, 'hub.json');
+  const original = JSON.parse(readFileSync(file, 'utf8'));
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const api = apiClient(hub.url);
+  const withAuthState = async (on: boolean) => {
+    writeFileSync(file, JSON.stringify({ ...original, Authenticator: { ...original.Authenticator, enable_auth_state: on } }));
+    const r = await runHubCommand(['reload', '--config', file], { env });
+    t.is(r.code, 0, `${r.stdout}${r.stderr}`);
+    t.is(r.stdout.trim(), 'configuration reloaded: applied Authenticator.enable_auth_state');
+  };
+  try {
+    t.is((await api('POST', '/users', { token: ADMIN, body: { usernames: ['erin'] } })).status, 201);
+    t.is((await api('PATCH', '/users/erin', { token: ADMIN, body: { auth_state: { token: 'first' } } })).status, 200);
+    t.deepEqual((await api('GET', '/users/erin', { token: ADMIN })).body.auth_state, { token: 'first' });
+    const processes = hub.children();
+
+    await withAuthState(false);
+    const refused = await api('PATCH', '/users/erin', { token: ADMIN, body: { auth_state: { token: 'second' } } });
+    t.is(refused.status, 400);
+    t.regex(refused.body.message, /Auth state is not enabled/);
+    t.is((await api('GET', '/users/erin', { token: ADMIN })).body.auth_state, null, 'shown as in a hub without auth state');
+
+    await withAuthState(true);
+    t.deepEqual((await api('GET', '/users/erin', { token: ADMIN })).body.auth_state, { token: 'first' }, 'what was kept is there again, unchanged');
+    t.deepEqual(hub.children(), processes);
   } finally {
     await hub.stop();
   }

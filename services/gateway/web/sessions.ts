@@ -19,7 +19,7 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
   const sealer = new CookieSealer(config.Hub.cookie_secret);
   const maxAgeMs = config.Hub.cookie_max_age_days * 86_400_000;
   const cacheMs = config.Hub.cache_max_age * 1000;
-  const refreshMs = config.Authenticator.auth_refresh_age * 1000;
+  let refreshMs = config.Authenticator.auth_refresh_age * 1000; // `hub reload` may change it (useConfig)
   const sessions = new BoundedCache<SessionFacts>(config.Hub.cache_max_bytes * 0.1, cacheMs, (s) => 80 + stringBytes(s.user));
   const scopesOf = new BoundedCache<ReadonlySet<string>>(config.Hub.cache_max_bytes * 0.1, cacheMs, (scopes) => {
     let n = 80;
@@ -127,6 +127,10 @@ export function createWebSessions(config: HubConfig, auth: AuthClient, tokens: T
     clear() {
       sessions.clear();
       scopesOf.clear();
+    },
+    /** `hub reload`: Authenticator.auth_refresh_age of the logins checked from now on */
+    useConfig(next: HubConfig) {
+      refreshMs = next.Authenticator.auth_refresh_age * 1000;
     },
   };
 }
