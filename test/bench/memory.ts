@@ -5,7 +5,8 @@
 // echoes), and after a settle pause. Both hubs hold BENCH_USERS users (default 1,000), an admin token from their
 // config and one user's token, and route one service, `bench`, to the same backend (test/bench/proxy.ts's): the
 // load reaches no single-user server, so none runs on either side; the shared backend is counted on neither.
-// BENCH_SECONDS sets each wrk/WebSocket run (default 5); BENCH_SETTLE_SECONDS the pause (default 15).
+// BENCH_SECONDS sets each wrk/WebSocket run (default 5); BENCH_SETTLE_SECONDS the pause (default 15); BENCH_MEMORY_ONLY=ours
+// measures our hub alone (a quick look at a change; no ratio).
 // The goal (issue 25): ours ≤ 1.3× theirs, idle and after load.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -22,6 +23,7 @@ const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 15);
 const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const WRK = { threads: 2, connections: 32, seconds: SECONDS };
 const GOAL = 1.3;
+const OURS_ONLY = process.env.BENCH_MEMORY_ONLY === 'ours';
 const ADMIN = 'bench-admin';
 const ORDINARY = 'user00001';
 const LOOKUP = `user${String(Math.floor(USERS / 2)).padStart(5, '0')}`;
@@ -134,19 +136,20 @@ async function populate(side: Side): Promise<void> {
 const mb = (x: number | undefined): string => (x === undefined ? 'n/a' : x.toFixed(1)).padStart(7);
 const sum = (ms: Record<string, Mem> | undefined, k: keyof Mem): number | undefined => (ms ? Object.values(ms).reduce((s, m) => s + m[k], 0) : undefined);
 
-function report(ours: Side, theirs: Side): void {
+function report(ours: Side, theirs?: Side): void {
   const date = new Date().toISOString().replace('T', ' ').slice(0, 16);
   console.log(`\nmemory summary (${date} UTC; ${USERS} users; wrk ${WRK.threads} threads, ${WRK.connections} connections, ${SECONDS} s a run; settle ${SETTLE_SECONDS} s)`);
-  console.log(`  established hub: ${jupyterhubDescription()} + configurable-http-proxy; no single-user server runs on either side`);
+  if (theirs) console.log(`  established hub: ${jupyterhubDescription()} + configurable-http-proxy; no single-user server runs on either side`);
   console.log('  PSS / USS in MB per process:');
   console.log(`  ${'process'.padEnd(26)} ${PHASES.map((p) => p.padStart(17)).join(' ')}`);
-  for (const side of [ours, theirs]) {
+  for (const side of theirs ? [ours, theirs] : [ours]) {
     const names = [...new Set(PHASES.flatMap((p) => Object.keys(side.phases[p] ?? {})))];
     for (const name of names) {
       console.log(`  ${`${side.label} ${name}`.padEnd(26)} ${PHASES.map((p) => { const m = side.phases[p]?.[name]; return `${mb(m?.pss)} /${mb(m?.uss)}`; }).join(' ')}`);
     }
     console.log(`  ${`${side.label} TOTAL`.padEnd(26)} ${PHASES.map((p) => `${mb(sum(side.phases[p], 'pss'))} /${mb(sum(side.phases[p], 'uss'))}`).join(' ')}`);
   }
+  if (!theirs) return;
   console.log(`  ours/theirs PSS (goal <= ${GOAL}x):`);
   for (const p of PHASES) {
     const [a, b] = [sum(ours.phases[p], 'pss'), sum(theirs.phases[p], 'pss')];
@@ -161,7 +164,7 @@ function report(ours: Side, theirs: Side): void {
 export async function memory(): Promise<void> {
   if (!onPath('wrk')) aptInstall('wrk', log);
   if (!onPath('wrk')) throw new Error('wrk is missing: install it with `apt-get install -y wrk`');
-  if (!jupyterhubInstalled() || !jupyterhubDescription().startsWith(`jupyterhub ${JUPYTERHUB_VERSION} `)) {
+  if (!OURS_ONLY && (!jupyterhubInstalled() || !jupyterhubDescription().startsWith(`jupyterhub ${JUPYTERHUB_VERSION} `))) {
     throw new Error(`the memory bench compares against jupyterhub ${JUPYTERHUB_VERSION} only: run \`node scripts/setup.mjs --for-bench\``);
   }
   const backend = await startBackend();
@@ -180,29 +183,30 @@ export async function memory(): Promise<void> {
       config: { Hub: { services: [{ name: 'bench', url: serviceUrl }], api_tokens: { [admin]: ADMIN } }, Authenticator: { admin_users: [ADMIN] } },
       healthTimeoutMs: 60_000,
     });
-    jh = await startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN], extraConfig: [`c.JupyterHub.services = [{'name': 'bench', 'url': ${JSON.stringify(serviceUrl)}}]`] });
+    if (!OURS_ONLY) jh = await startJupyterHub({ apiTokens: { [admin]: ADMIN }, adminUsers: [ADMIN], extraConfig: [`c.JupyterHub.services = [{'name': 'bench', 'url': ${JSON.stringify(serviceUrl)}}]`] });
     const [h, j] = [hub, jh];
     const ours: Side = { label: 'ours', url: h.url, admin, user: '', paginationType: 'application/hub-pagination+json', rootPid: h.proc.pid!, processes: () => ourProcesses(h), phases: {} };
-    const theirs: Side = { label: 'theirs', url: j.url, admin, user: '', paginationType: 'application/jupyterhub-pagination+json', rootPid: j.pid, processes: () => theirProcesses(j), phases: {} };
-    for (const side of [ours, theirs]) {
+    const theirs: Side | undefined = j && { label: 'theirs', url: j.url, admin, user: '', paginationType: 'application/jupyterhub-pagination+json', rootPid: j.pid, processes: () => theirProcesses(j), phases: {} };
+    const sides = theirs ? [ours, theirs] : [ours];
+    for (const side of sides) {
       await waitFor(`${side.label}: the bench service's route`, async () => ((await fetch(side.url + PATH)).status === 200 ? true : undefined), 20_000, 200);
       await populate(side);
     }
-    for (const side of [ours, theirs]) await waitForQuiet(side.rootPid, log);
+    for (const side of sides) await waitForQuiet(side.rootPid, log);
     await sleep(3000);
-    for (const side of [ours, theirs]) snapshot(side, 'idle');
+    for (const side of sides) snapshot(side, 'idle');
     // each side measured right after its own load, so neither gets the other's load time to settle in
-    for (const side of [ours, theirs]) {
+    for (const side of sides) {
       await apiLoad(side);
       snapshot(side, 'after API load');
     }
-    for (const side of [ours, theirs]) {
+    for (const side of sides) {
       await proxyLoad(side);
       snapshot(side, 'after proxy load');
     }
     await sleep(SETTLE_SECONDS * 1000);
-    for (const side of [ours, theirs]) snapshot(side, 'settled');
-    for (const side of [ours, theirs]) {
+    for (const side of sides) snapshot(side, 'settled');
+    for (const side of sides) {
       const extra = uncounted(side);
       if (extra.length) log(`${side.label}: not counted, under its root: ${extra.map((pid) => `${pid} (${readFileSync(`/proc/${pid}/comm`, 'utf8').trim()})`).join(', ')}`);
     }
