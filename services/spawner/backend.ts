@@ -131,6 +131,11 @@ export interface BackendContext {
   log: Logger;
   /** distinguishes this hub's resources (cgroups, containers) from another hub's on the same machine */
   hubId: string;
+  /**
+   * the same on every node of this hub (Registry.hubWideId): distinguishes its resources in a system several
+   * nodes share (a Kubernetes cluster) from another hub's; `hubId` where no registry is open (the supervisor's checks)
+   */
+  hubWideId: string;
 }
 
 /** What the supervisor checks before the hub starts: problems stop it with one line each; warnings are logged once. */

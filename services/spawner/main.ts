@@ -21,13 +21,14 @@ await runActor('spawner', async (ctx) => {
   const live = liveConfig(ctx.config);
   const { config } = live;
   const registry = await Registry.open(ctx.nc, ctx.log, ctx.rpcTimeoutMs * 4);
+  const hubWideId = await registry.hubWideId();
   const tokens = actorClient(ctx, 'tokens');
   const oauth = actorClient(ctx, 'oauth');
   // records name the backend that started them, so servers of a previous spawner_class are still adopted and stopped
   const backends = new Map<string, SpawnerBackend>();
   const backend = (name: string) => {
     let b = backends.get(name);
-    if (!b) backends.set(name, (b = (BACKENDS[name] ?? BACKENDS.simple).create(backendContext(config, ctx.log.child({ backend: name })))));
+    if (!b) backends.set(name, (b = (BACKENDS[name] ?? BACKENDS.simple).create(backendContext(config, ctx.log.child({ backend: name }), hubWideId))));
     return b;
   };
   backend(config.Hub.spawner_class);

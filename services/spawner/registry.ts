@@ -1,5 +1,6 @@
 // The registry of servers: a JetStream KV bucket, so it survives any spawner process and every
 // gateway can watch it. Each node's spawner writes its own node's records and keeps a live copy of all.
+import { createHash } from 'node:crypto';
 import { errors } from '../../shared/errors.js';
 import type { KvMirror, MirrorListener } from '../../shared/kv-mirror.js';
 import { decodeJson, encodeJson, type NatsConnection } from '../../shared/nats.js';
@@ -70,6 +71,16 @@ export class Registry {
 
   stop(): void {
     this.mirror.stop();
+  }
+
+  /**
+   * An id the same on every node of this hub and different for another hub (10 hex): from when the registry's
+   * bucket was made, which every node shares and which outlives restarts. What names this hub's resources in a
+   * system its nodes share (a Kubernetes cluster's pods).
+   */
+  async hubWideId(): Promise<string> {
+    const status = await this.mirror.kv.status();
+    return createHash('sha256').update(`${status.bucket} ${status.streamInfo.created}`).digest('hex').slice(0, 10);
   }
 
   /** ms this copy may be behind the bucket (0 while its watch is live) */

@@ -31,8 +31,8 @@ export function hubId(config: HubConfig): string {
   return createHash('sha256').update(config.Hub.data_dir).digest('hex').slice(0, 10);
 }
 
-export function backendContext(config: HubConfig, log: Logger): BackendContext {
-  return { config, log, hubId: hubId(config) };
+export function backendContext(config: HubConfig, log: Logger, hubWideId = hubId(config)): BackendContext {
+  return { config, log, hubId: hubId(config), hubWideId };
 }
 
 /** The supervisor's check of the configured backend before anything starts. */

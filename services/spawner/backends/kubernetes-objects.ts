@@ -20,7 +20,7 @@ export interface KubeObjectsInput {
   servername: string;
   /** the spawner's id of this server (StartRequest.id) */
   id: string;
-  /** this hub's id (BackendContext.hubId): a label, so the hub lists only its own pods */
+  /** this hub's id, the same on all its nodes (BackendContext.hubWideId): a label, so the hub lists only its own pods */
   hubId: string;
   /** what the hub asks to run (`Spawner.cmd` + `Spawner.args`); `KubeSpawner.cmd` replaces it when set; [] = the image's own */
   cmd: string[];

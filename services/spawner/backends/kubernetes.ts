@@ -187,7 +187,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
     }
   }
 
-  const selector = () => `${LABELS.component}=singleuser-server,${LABELS.hub}=${ctx.hubId}`;
+  const selector = () => `${LABELS.component}=singleuser-server,${LABELS.hub}=${ctx.hubWideId}`;
   /** The watch that sees pods of this namespace: the one of all namespaces with per-user namespaces. */
   const scopeOf = (namespace: string) => (userNamespaces ? '' : namespace);
 
@@ -327,7 +327,7 @@ export function createKubernetesBackend(ctx: BackendContext): SpawnerBackend {
       .filter(([k, v]) => !((k === 'PATH' || k === 'HOME') && v === process.env[k]))
       .map(([k, v]) => [k, connectUrl && v.startsWith(internal) ? connectUrl + v.slice(internal.length) : v]));
     const objects = kubeObjects({
-      username: req.server.user, servername: req.server.name, id: req.id, hubId: ctx.hubId, cmd: req.cmd, env, port,
+      username: req.server.user, servername: req.server.name, id: req.id, hubId: ctx.hubWideId, cmd: req.cmd, env, port,
       limits: req.limits, notebookDir: req.notebookDir, options,
     });
     const { namespace, pod, pvc, secret } = objects;
