@@ -53,6 +53,8 @@ async function listAndWatch<T>(o: {
   /** why the last LIST or WATCH failed (the API's words and its HTTP status), or null once a LIST succeeds */
   onError: (why: string | null, code?: number) => void;
   fromNow?: boolean;
+  /** how long one watch lasts (the API server ends it, then it resumes from the last version) */
+  watchSeconds?: number;
   signal: AbortSignal;
 }): Promise<void> {
   let backoff = BACKOFF_MIN_MS;
@@ -75,7 +77,7 @@ async function listAndWatch<T>(o: {
           f();
         };
         let gone = false;
-        o.watch.watch(o.path, { ...o.query, resourceVersion: version, allowWatchBookmarks: true, timeoutSeconds: WATCH_SECONDS }, (type, obj: WatchEvent<T>['object']) => {
+        o.watch.watch(o.path, { ...o.query, resourceVersion: version, allowWatchBookmarks: true, timeoutSeconds: o.watchSeconds ?? WATCH_SECONDS }, (type, obj: WatchEvent<T>['object']) => {
           if (type === 'ERROR') {
             // 410 Gone: our version is older than the server keeps; anything else: list again too
             gone = true;
@@ -118,12 +120,13 @@ export class PodReflector {
   /** settles once the first LIST is in */
   readonly synced = new Promise<void>((r) => { this.markSynced = r; });
 
-  constructor(o: { kc: KubeConfig; watch: Watch; namespace: string | null; labelSelector: string; log: Logger }) {
+  /** `watchSeconds`: how long each watch lasts before it resumes (default 300; a test makes resumes happen sooner) */
+  constructor(o: { kc: KubeConfig; watch: Watch; namespace: string | null; labelSelector: string; log: Logger; watchSeconds?: number }) {
     const path = o.namespace === null ? '/api/v1/pods' : `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/pods`;
     void import('@kubernetes/client-node').then(({ CoreV1Api }) => {
       const core = o.kc.makeApiClient(CoreV1Api);
       return listAndWatch<V1Pod>({
-        what: `pods ${o.labelSelector} in ${o.namespace ?? 'all namespaces'}`, log: o.log, watch: o.watch, path, query: { labelSelector: o.labelSelector }, signal: this.stopping.signal,
+        what: `pods ${o.labelSelector} in ${o.namespace ?? 'all namespaces'}`, log: o.log, watch: o.watch, path, query: { labelSelector: o.labelSelector }, signal: this.stopping.signal, watchSeconds: o.watchSeconds,
         list: (q) => (o.namespace === null ? core.listPodForAllNamespaces(q) : core.listNamespacedPod({ namespace: o.namespace, ...q })) as Promise<Listed<V1Pod>>,
         onList: (items) => {
           const seen = new Set<string>();
