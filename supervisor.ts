@@ -26,7 +26,7 @@ import { METRICS_ENV, metricsEnvProblems } from './shared/metrics.js';
 import { useBaseUrl } from './shared/urls.js';
 import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
 import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
-import { restartResultFile, rollingRestart, takeRestartRequest, writeJsonAtomically } from './shared/rolling-restart.js';
+import { restartResultFile, rollingRestart, takeRestartRequest, writeJsonAtomically, type RestartResult } from './shared/rolling-restart.js';
 import { createReloader, isReloadAsked, RELOAD_ASKED_REPLY, reloadResultFile, takeReloadAsker } from './shared/reload.js';
 import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
@@ -381,9 +381,17 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
     const request = takeRestartRequest(run);
     if (!request || stopping) return;
     restarting = restarting.then(async () => {
+      // a whole restart runs the file as it is now (what only a stop and start applies kept); an invalid file stops it
+      const prepared = request.actor ? null : await reload.prepareRestart(request.by);
+      if (prepared && !prepared.ok) {
+        writeJsonAtomically(restartResultFile(run), { id: request.id, at: new Date().toISOString(), by: request.by, ok: false, actor: null, replaced: [], draining: [],
+          problems: prepared.problems.map((p) => `the configuration file: ${p}`), ms: 0 } satisfies RestartResult);
+        return;
+      }
       const result = await rollingRestart(children, request, {
         readyMs: config.Supervisor.startup_timeout * 1000, drainMs: config.Supervisor.drain_timeout * 1000, log,
       });
+      if (prepared) result.config = { applied: prepared.changed, needs_full_restart: prepared.needs_full_restart, why: prepared.why };
       writeJsonAtomically(restartResultFile(run), result);
     }).catch((err) => log.error({ event: 'supervisor.restart_failed', err }, 'rolling restart failed'));
   });

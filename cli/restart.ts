@@ -46,6 +46,10 @@ export async function restart({ config, positional, flags }: VerbInput): Promise
     if (r) {
       const lines = r.replaced.map((p) => `${p.id.padEnd(14)} pid ${p.old_pid} -> ${p.pid}  ${(p.ms / 1000).toFixed(1)} s`);
       lines.push(r.ok ? `restarted ${r.replaced.length} processes in ${(r.ms / 1000).toFixed(1)} s` : 'restart stopped:');
+      if (r.config?.applied.length) lines.push(`configuration applied: ${r.config.applied.join(', ')}`);
+      if (r.config?.needs_full_restart.length) {
+        lines.push(`needs the hub stopped and started: ${r.config.needs_full_restart.map((o) => (r.config?.why?.[o] ? `${o} (${r.config.why[o]})` : o)).join(', ')}`);
+      }
       pushAll(lines, r.problems.map((p) => `  ${p}`));
       if (r.draining.length) lines.push(`replaced processes still finishing their work (a gateway its connections, the spawner its starts and stops; at most Supervisor.drain_timeout): pid ${r.draining.join(', ')}`);
       (r.ok ? process.stdout : process.stderr).write(`${lines.join('\n')}\n`);

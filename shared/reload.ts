@@ -12,12 +12,6 @@ import type { Logger } from './log.js';
  * here are read once when an actor starts; `hub restart` applies them all.
  */
 export const RESTART_ONLY: Readonly<Record<string, string>> = {
-  'Hub.port': 'the gateways listen on it from their start',
-  'Hub.hub_port': 'the gateways listen on it from their start',
-  'Hub.data_dir': 'every actor keeps its files and stores there',
-  'Hub.db_url': 'every actor opens its store once, at its start',
-  'Hub.nats_url': 'every actor connects to NATS once, at its start',
-  'Hub.nats_port': 'NATS and every actor\'s connection to it are set up at the hub\'s start',
   'Spawner.poll_interval': 'the spawner\'s poll of running servers is set up once, at its start',
   ...Object.fromEntries(['sbatch', 'squeue', 'scontrol', 'scancel', 'sacct', 'slurm_conf', 'poll_interval'].map((o) => [`SlurmSpawner.${o}`,
     'the spawner\'s SLURM client and job watcher are made once, at its start (they serve the running jobs too)'])),
@@ -25,6 +19,19 @@ export const RESTART_ONLY: Readonly<Record<string, string>> = {
   'KubeSpawner.enable_user_namespaces': 'it decides which namespaces the spawner\'s pod watch covers, from its start',
   ...Object.fromEntries(['k8s_api_host', 'k8s_api_ssl_ca_cert', 'k8s_api_verify_ssl', 'k8s_api_request_timeout', 'k8s_api_request_retry_timeout'].map((o) => [`KubeSpawner.${o}`,
     'the spawner\'s Kubernetes API client and its pod watch are made once, at its start'])),
+};
+
+/**
+ * Options only a stop and start of the whole hub applies: during `hub restart` old and new processes run side by
+ * side, and these would split them (two stores, two buses, two front doors). `hub restart` keeps them as they were.
+ */
+export const FULL_RESTART_ONLY: Readonly<Record<string, string>> = {
+  'Hub.port': 'the supervisor checks it and the gateways share it (SO_REUSEPORT) from the hub\'s start',
+  'Hub.hub_port': 'the supervisor checks it and the gateways share it from the hub\'s start',
+  'Hub.data_dir': 'every actor keeps its files and stores there',
+  'Hub.db_url': 'every actor opens its store once, at its start; old and new processes would write two stores',
+  'Hub.nats_url': 'every actor connects to NATS once, at its start; old and new processes would be on two buses',
+  'Hub.nats_port': 'NATS and every actor\'s connection to it are set up at the hub\'s start',
 };
 
 /** Options the running hub applies without restarting anything (each actor that uses one re-reads it on reload). */
@@ -96,6 +103,9 @@ export function configChanges(previous: HubConfig, next: HubConfig, running: Run
       if (section === SUPERVISOR_SECTION) {
         out.supervisor.push(name);
         out.why[name] = 'the supervisor\'s own, read when it starts';
+      } else if (Object.hasOwn(FULL_RESTART_ONLY, name)) {
+        out.supervisor.push(name);
+        out.why[name] = FULL_RESTART_ONLY[name];
       } else if (isLive(section, option) || authState === 'live') out.live.push(name);
       else if (authState) {
         out.supervisor.push(name);
@@ -107,6 +117,20 @@ export function configChanges(previous: HubConfig, next: HubConfig, running: Run
     }
   }
   return out;
+}
+
+/**
+ * What `hub restart` runs: `next` whole, but for what only a stop and start applies (the Supervisor section,
+ * FULL_RESTART_ONLY, auth state turned on without its key), kept as `previous` has it.
+ */
+export function withRestartOptions(previous: HubConfig, next: HubConfig, changes: ConfigChanges): HubConfig {
+  const out = structuredClone(next) as unknown as Record<string, Record<string, unknown>>;
+  const p = previous as unknown as Record<string, Record<string, unknown>>;
+  for (const name of changes.supervisor) {
+    const [section, option] = name.split('.');
+    out[section] = { ...out[section], [option]: structuredClone(p[section]?.[option]) };
+  }
+  return out as unknown as HubConfig;
 }
 
 /** `previous` with the live options of `next` (or those named, `Section.option`): what the running hub runs after a reload. */
@@ -211,7 +235,14 @@ export interface ReloaderDeps {
  * The supervisor's reloader: one reload at a time (a second waits for the first), each validated whole before
  * anything changes. Resolves with what it did (also written for `hub reload`).
  */
-export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string, id?: string) => Promise<ReloadResult> {
+export interface Reloader {
+  /** `hub reload`: the live options applied, the rest named (a repeated `id` gets the same answer) */
+  (by: string, id?: string): Promise<ReloadResult>;
+  /** before a whole `hub restart`: the file's options for the fresh processes written (see below) */
+  prepareRestart(by: string): Promise<ReloadResult>;
+}
+
+export function createReloader(initial: HubConfig, d: ReloaderDeps): Reloader {
   let current = initial;
   let seq = 0;
   let chain: Promise<unknown> = Promise.resolve();
@@ -268,8 +299,39 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
     return { ...result, unconfirmed, problems };
   };
 
+  /**
+   * Before a whole `hub restart`: the file read and checked again; what only a restart applies is written for the
+   * fresh processes to read (what only a stop and start applies is kept, and named). Nothing is sent to the running
+   * actors: the restart replaces them. An invalid file changes nothing and stops the restart.
+   */
+  const prepareRestart = (by: string): Promise<ReloadResult> => {
+    const run = chain.then(async (): Promise<ReloadResult> => {
+      seq++;
+      const base = { seq, at: new Date().toISOString(), by, changed: [], needs_restart: [], needs_full_restart: [], unconfirmed: [] };
+      let next: HubConfig;
+      try {
+        next = d.resolve(await d.load(), current);
+        const problems = await d.preflight(next);
+        if (problems.length) return { ...base, ok: false, problems };
+      } catch (e) {
+        if (!(e instanceof ConfigError)) throw e;
+        return { ...base, ok: false, problems: e.problems };
+      }
+      const changes = configChanges(current, next, d.running);
+      const previous = current;
+      current = withRestartOptions(current, next, changes);
+      if (changes.live.length || changes.restart.length) {
+        d.write(current);
+        await d.applyOwn(previous, current);
+      }
+      return { ...base, ok: true, problems: [], changed: [...changes.live, ...changes.restart].sort(), needs_full_restart: changes.supervisor, why: changes.why };
+    });
+    chain = run.catch(() => undefined);
+    return run;
+  };
+
   const byId = new Map<string, Promise<ReloadResult>>();
-  return (by: string, id?: string) => {
+  const reload = (by: string, id?: string) => {
     const earlier = id ? byId.get(id) : undefined;
     if (earlier) return earlier;
     const run = chain.then(() => once(by)).then((result) => {
@@ -287,6 +349,7 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): (by: string
     }
     return run;
   };
+  return Object.assign(reload, { prepareRestart });
 }
 
 /**

@@ -28,6 +28,8 @@ export interface RestartResult {
   draining: number[];
   problems: string[];
   ms: number;
+  /** a whole restart: the options of the file it applied, and those only a stop and start of the hub applies */
+  config?: { applied: string[]; needs_full_restart: string[]; why?: Record<string, string> };
 }
 
 export const restartRequestFile = (runDir: string) => `${runDir}/restart-request.json`;

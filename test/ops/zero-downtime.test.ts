@@ -405,3 +405,45 @@ test.serial('hub restart ACTOR: only that actor\'s process is replaced, its serv
     await hub.stop();
   }
 });
+
+test.serial('hub restart applies what hub reload named "needs hub restart" (the file read again, checked); what only a stop and start applies is kept and named; an invalid file stops the restart and changes nothing', async (t) => {
+  const hub = await startHub({ config: hubConfig({ Hub: { authenticator_class: 'dummy', cookie_max_age_days: 14 }, Authenticator: { allowed_users: ['ann'] } }) });
+  const env = { HUB_NATS_TOKEN: NATS_TOKEN };
+  const file = join(hub.dataDir, 'hub.json');
+  const original = JSON.parse(readFileSync(file, 'utf8'));
+  // the login cookie's lifetime (Hub.cookie_max_age_days: read by the gateways when they start)
+  const loginMaxAge = async () => {
+    const page = await formLogin(new Browser(), hub.url, 'ann', '');
+    t.is(page.status, 302);
+    const cookie = [page.headers['set-cookie'] ?? []].flat().find((c) => /^(__Host-)?hub-hub-login=/.test(c)) ?? '';
+    return Number(/Max-Age=(\d+)/i.exec(cookie)?.[1]);
+  };
+  try {
+    t.is(await loginMaxAge(), 14 * 86_400);
+    const otherPort = original.Hub.port + 1;
+    writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, cookie_max_age_days: 3, port: otherPort } }));
+    const reloaded = await runHubCommand(['reload', '--config', file], { env });
+    t.is(reloaded.code, 0, reloaded.stderr);
+    t.regex(reloaded.stdout, /needs `hub restart`: Hub\.cookie_max_age_days/);
+    t.regex(reloaded.stdout, /needs the hub stopped and started: Hub\.port/);
+    t.is(await loginMaxAge(), 14 * 86_400, 'a reload leaves it');
+
+    // an invalid file: the restart stops before replacing anything
+    writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, cookie_max_age_days: 'soon' } }));
+    const before = hub.children();
+    const refused = await runHubCommand(['restart', '--config', join(hub.dataDir, 'run', 'config.json')], { env, killAfterMs: 60_000 });
+    t.is(refused.code, 1, refused.stdout);
+    t.regex(refused.stderr, /restart stopped:\n\s+the configuration file: .*cookie_max_age_days/);
+    t.deepEqual(hub.children(), before, 'nothing replaced');
+
+    writeFileSync(file, JSON.stringify({ ...original, Hub: { ...original.Hub, cookie_max_age_days: 3, port: otherPort } }));
+    const restarted = await runHubCommand(['restart', '--config', join(hub.dataDir, 'run', 'config.json')], { env, killAfterMs: 180_000 });
+    t.is(restarted.code, 0, `${restarted.stdout}${restarted.stderr}`);
+    t.regex(restarted.stdout, /configuration applied: Hub\.cookie_max_age_days/);
+    t.regex(restarted.stdout, /needs the hub stopped and started: Hub\.port \(/);
+    t.is(await loginMaxAge(), 3 * 86_400, 'the fresh gateways run the file as it is now');
+    // the front door stayed where it was (the login above went through it)
+  } finally {
+    await hub.stop();
+  }
+});
