@@ -193,7 +193,8 @@ export async function memory(): Promise<void> {
       await populate(side);
     }
     for (const side of sides) await waitForQuiet(side.rootPid, log);
-    await sleep(3000);
+    // idle means idle for both: the same pause as the settled phase, whoever finished creating its users first
+    await sleep(SETTLE_SECONDS * 1000);
     for (const side of sides) snapshot(side, 'idle');
     // each side measured right after its own load, so neither gets the other's load time to settle in
     for (const side of sides) {
