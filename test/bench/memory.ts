@@ -2,7 +2,7 @@
 // and its configurable-http-proxy, in the same run on the same machine: PSS and private memory (USS) per process
 // from /proc/<pid>/smaps_rollup, idle, after the same API load (wrk: the bare route, a user lookup, whoami, a page of
 // users), after the same proxy load (wrk through each front door to one shared backend service, then WebSocket
-// echoes), and after a settle pause. Both hubs hold BENCH_USERS users (default 1,000), an admin token from their
+// echoes), and after a settle pause (the same pause comes before the idle figure). Both hubs hold BENCH_USERS users (default 1,000), an admin token from their
 // config and one user's token, and route one service, `bench`, to the same backend (test/bench/proxy.ts's): the
 // load reaches no single-user server, so none runs on either side; the shared backend is counted on neither.
 // BENCH_SECONDS sets each wrk/WebSocket run (default 5); BENCH_SETTLE_SECONDS the pause (default 15); BENCH_MEMORY_ONLY=ours
