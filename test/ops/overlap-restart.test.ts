@@ -18,13 +18,16 @@ const ADMIN = randomToken();
 const ENV = { HUB_NATS_TOKEN: NATS_TOKEN };
 
 /** Single-user servers (the fixture) of `user` running on this machine: pids whose environment names the user. */
-function serverProcesses(user: string): number[] {
+/** `user`'s server processes of this hub (other test files run hubs with users of the same names at the same time). */
+function serverProcesses(hub: HubUnderTest, user: string): number[] {
+  const ofThisHub = `:${new URL(hub.internalUrl).port}/`;
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const env = readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0');
-      if (env.includes(`HUB_USER=${user}`) && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes('server.mjs')) pids.push(Number(entry));
+      if (env.includes(`HUB_USER=${user}`) && env.some((e) => e.startsWith('HUB_API_URL=') && e.includes(ofThisHub))
+        && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes('server.mjs')) pids.push(Number(entry));
     } catch {
       // gone meanwhile, or not ours to read
     }
@@ -143,8 +146,8 @@ test.serial('hub restart overlaps every actor under API reads and writes, proxy 
     t.is((await fetch(`${hub.url}/user/alice/`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
     t.is((await fetch(`${hub.url}/user/bob/`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
     t.truthy(bob.started);
-    t.is(serverProcesses('bob').length, 1, `bob's server processes: ${serverProcesses('bob')}`);
-    t.is(serverProcesses('alice').length, 1);
+    t.is(serverProcesses(hub, 'bob').length, 1, `bob's server processes: ${serverProcesses(hub, 'bob')}`);
+    t.is(serverProcesses(hub, 'alice').length, 1);
     // the routing table has one writer again: a reconcile asked through the API is done
     t.is((await call('POST', '/proxy', { token: ADMIN })).status, 200);
     socket.close();
@@ -176,17 +179,17 @@ test.serial('hub restart spawner: a start still under way when the old spawner\'
     t.false(isAlive(old), 'the stop was done by the new spawner once the old one had left');
     // the old one's drain (3 s) ends with both starts still waiting for the gate: the new spawner takes them over
     await waitFor('the old spawner to exit', async () => (isAlive(old) ? undefined : true), 30_000);
-    t.is(serverProcesses('carol').length, 1, 'carol\'s server process is still the one begun');
+    t.is(serverProcesses(hub, 'carol').length, 1, 'carol\'s server process is still the one begun');
     writeFileSync(gate, '');
     await untilReady(hub, 'carol');
     t.is((await fetch(`${hub.url}/user/carol/`, { headers: { authorization: `token ${ADMIN}` } })).status, 200);
-    t.is(serverProcesses('carol').length, 1, `carol's server processes: ${serverProcesses('carol')}`);
+    t.is(serverProcesses(hub, 'carol').length, 1, `carol's server processes: ${serverProcesses(hub, 'carol')}`);
     // dave's server: started, then stopped as asked
     await waitFor('dave\'s server to be stopped', async () => {
       const d = (await call('GET', '/users/dave', { token: ADMIN })).body;
-      return d && !d.servers?.[''] && serverProcesses('dave').length === 0 ? true : undefined;
+      return d && !d.servers?.[''] && serverProcesses(hub, 'dave').length === 0 ? true : undefined;
     }, 30_000, 100);
-    t.deepEqual(serverProcesses('dave'), []);
+    t.deepEqual(serverProcesses(hub, 'dave'), []);
     t.false(existsSync(join(hub.dataDir, 'run', `spawner.sock.${old}`)), 'no socket of the old spawner left behind');
   } finally {
     await hub.stop();
