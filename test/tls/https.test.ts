@@ -176,6 +176,9 @@ test.serial('https: a replaced certificate is served to new connections without 
   const echo = await openEcho();
   t.is(await echo.roundTrip('before'), 'before');
 
+  // both gateways serve the first certificate before it is replaced (the second may still be starting: it would
+  // read the new files at its start and have nothing to reload)
+  await waitFor('both gateways listening', async () => ((hub.logs().match(/"event":"gateway\.listening"[^\n]*CN=first/g)?.length ?? 0) >= 2 ? true : undefined), 20_000, 100);
   // key first, then the certificate, each replaced whole
   replaceFile(files.key, second.keyPem);
   replaceFile(files.cert, second.certPem);
@@ -193,7 +196,10 @@ test.serial('https: a replaced certificate is served to new connections without 
   t.is(await echo.roundTrip('after'), 'after');
   echo.ws.close();
   agent.destroy();
-  t.is(hub.logs().match(/tls\.certificate_loaded/g)?.length, 2); // once per gateway
+  // once per gateway: a gateway's line reaches the hub's output through the supervisor's pipe, maybe after the
+  // connections above were answered with the new certificate
+  await waitFor('a tls.certificate_loaded line from each gateway', async () => ((hub.logs().match(/tls\.certificate_loaded/g)?.length ?? 0) >= 2 ? true : undefined), 10_000, 100);
+  t.is(hub.logs().match(/tls\.certificate_loaded/g)?.length, 2);
 
   // a key that does not match: the last good certificate stays, and the log says why (naming the file)
   replaceFile(files.key, first.keyPem);
