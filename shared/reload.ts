@@ -250,18 +250,23 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): Reloader {
   const waiting = new Map<string, (reply: ReloadedReply) => void>();
   const heard = new Set<string>();
 
-  const once = async (by: string): Promise<ReloadResult> => {
+  /** The file read, resolved and checked again as at start: the new configuration, or the refusal to answer with. */
+  const readAndCheck = async (by: string): Promise<{ base: ReloadResult; next?: HubConfig }> => {
     seq++;
-    const base = { seq, at: new Date().toISOString(), by, changed: [], needs_restart: [], needs_full_restart: [], unconfirmed: [] };
-    let next: HubConfig;
+    const base: ReloadResult = { seq, at: new Date().toISOString(), by, ok: false, problems: [], changed: [], needs_restart: [], needs_full_restart: [], unconfirmed: [] };
     try {
-      next = d.resolve(await d.load(), current);
+      const next = d.resolve(await d.load(), current);
       const problems = await d.preflight(next);
-      if (problems.length) return { ...base, ok: false, problems };
+      return problems.length ? { base: { ...base, problems } } : { base, next };
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
-      return { ...base, ok: false, problems: e.problems };
+      return { base: { ...base, problems: e.problems } };
     }
+  };
+
+  const once = async (by: string): Promise<ReloadResult> => {
+    const { base, next } = await readAndCheck(by);
+    if (!next) return base;
     const changes = configChanges(current, next, d.running);
     const previous = current;
     current = withLiveOptions(current, next, changes.live);
@@ -306,17 +311,8 @@ export function createReloader(initial: HubConfig, d: ReloaderDeps): Reloader {
    */
   const prepareRestart = (by: string): Promise<ReloadResult> => {
     const run = chain.then(async (): Promise<ReloadResult> => {
-      seq++;
-      const base = { seq, at: new Date().toISOString(), by, changed: [], needs_restart: [], needs_full_restart: [], unconfirmed: [] };
-      let next: HubConfig;
-      try {
-        next = d.resolve(await d.load(), current);
-        const problems = await d.preflight(next);
-        if (problems.length) return { ...base, ok: false, problems };
-      } catch (e) {
-        if (!(e instanceof ConfigError)) throw e;
-        return { ...base, ok: false, problems: e.problems };
-      }
+      const { base, next } = await readAndCheck(by);
+      if (!next) return base;
       const changes = configChanges(current, next, d.running);
       const previous = current;
       current = withRestartOptions(current, next, changes);
