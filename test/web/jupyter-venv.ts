@@ -127,16 +127,31 @@ export async function newNotebook(page: Page): Promise<{ title: string; run: (co
 }
 
 /**
- * The current notebook saved as `name`: on an untitled file's first save JupyterLab asks for a name (its
- * `renameUntitledFileOnSave`, on by default); the tab then carries the name and no unsaved mark.
+ * The current notebook saved as `name` through File → Save Notebook As…: JupyterLab 4.6 writes it at the new path (a
+ * new file), opens that, and closes the untitled one, asking first whether to save it (it has the run cells):
+ * Discard; the new tab carries the name and no unsaved mark. Not Ctrl+S on the untitled file: that asks for a name
+ * and *renames* the file (JupyterLab's `renameUntitledFileOnSave`), and the 6.1 stack's jupyter-server answers a
+ * directory listing that runs during a rename in that directory with 404 (its async listing stats each entry after
+ * reading the names; a standalone loop of renames against listings gave 8 of 296 listings 404): JupyterLab's file
+ * browser polls its listing every 10 s and then shows "Directory not found", whose dialog blocks the next click.
  */
 export async function saveNotebookAs(page: Page, name: string): Promise<void> {
-  await page.keyboard.press('Control+s');
+  await page.locator('#jp-menu-panel .lm-MenuBar-item', { hasText: /^File$/ }).click();
+  await page.locator('.lm-Menu-item[data-command="docmanager:save-as"]').click();
   const dialog = page.locator('.jp-Dialog');
-  await dialog.locator('input:not([type=checkbox])').fill(name);
+  await dialog.locator('input').fill(name);
   await dialog.locator('.jp-Dialog-button.jp-mod-accept').click();
-  await dialog.waitFor({ state: 'detached' });
-  await page.locator('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current:not(.jp-mod-dirty)', { hasText: name }).waitFor();
+  // done when the untitled tab has gone (an untitled file JupyterLab's autosave wrote meanwhile closes without asking)
+  const keepUntitled = page.locator('.jp-Dialog', { hasText: /Save changes in "Untitled\d*\.ipynb" before closing\?/ });
+  const untitledTab = page.locator('#jp-main-dock-panel .lm-TabBar-tabLabel', { hasText: /^Untitled\d*\.ipynb$/ });
+  const saved = page.locator('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current:not(.jp-mod-dirty)', { hasText: name });
+  for (const until = Date.now() + 30_000; await untitledTab.count();) {
+    if (Date.now() > until) throw new Error('Save Notebook As: the untitled notebook\'s tab was still open after 30 s');
+    if (await keepUntitled.count()) await keepUntitled.locator('.jp-Dialog-button', { hasText: /^Discard$/ }).click();
+    else await page.waitForTimeout(100);
+  }
+  await page.locator('.jp-Dialog').waitFor({ state: 'detached' });
+  await saved.waitFor();
 }
 
 /** A file's row in JupyterLab's file browser, by its exact name. */
