@@ -149,6 +149,18 @@ function installPebbleForTests() {
 }
 
 /**
+ * The node-loss test (test/scale/node-loss.test.ts) puts nginx in front of three nodes' gateways, configured as README
+ * "Several nodes" shows: Debian's nginx, run by the test with a config of its own in a temp dir (the package's own
+ * service is never started here: no systemd).
+ */
+function installNginxForTests() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/sbin/nginx')) return;
+  if (!canApt()) fail('the node-loss test needs nginx: run `sudo apt-get install -y nginx`');
+  console.error('hub setup: installing nginx (the load balancer of the node-loss test) for the tests (apt-get)');
+  if (!aptInstall(['nginx'])) fail('`apt-get install -y nginx` failed: install it by hand');
+}
+
+/**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
  * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
  * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
@@ -292,5 +304,6 @@ installKubernetesClusterForTests();
 installSlurmForTests();
 installSlapdForTests();
 installPebbleForTests();
+installNginxForTests();
 installJupyterHubForBench();
 build();
