@@ -161,6 +161,17 @@ function installNginxForTests() {
 }
 
 /**
+ * The PostgreSQL tests (Hub.db_url, test/postgres.ts) run Debian's PostgreSQL 15 as a cluster of their own in a temp
+ * dir, as the postgres account the package makes; the package's own cluster is not used.
+ */
+function installPostgresForTests() {
+  if (!process.argv.includes('--for-tests') || existsSync('/usr/lib/postgresql/15/bin/postgres')) return;
+  if (!canApt()) fail('the PostgreSQL tests need PostgreSQL 15: run `sudo apt-get install -y postgresql`');
+  console.error('hub setup: installing postgresql for the tests (apt-get)');
+  if (!aptInstall(['postgresql'])) fail('`apt-get install -y postgresql` failed: install it by hand');
+}
+
+/**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
  * outside the repository, keyed by version (`npm run bench` passes --for-bench). test/bench/jupyterhub.ts
  * uses it when its `.installed` stamp is there (same path and version there); Debian's configurable-http-proxy
@@ -305,5 +316,6 @@ installSlurmForTests();
 installSlapdForTests();
 installPebbleForTests();
 installNginxForTests();
+installPostgresForTests();
 installJupyterHubForBench();
 build();
