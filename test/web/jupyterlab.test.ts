@@ -177,12 +177,26 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
   const server = async (user: string) => (await api('GET', `/users/${user}`, { token: admin })).body.servers?.[''];
   let using = true;
   let use: Promise<void> = Promise.resolve();
+  let starting = true;
+  let report: Promise<void> = Promise.resolve();
   try {
     for (const user of [idle, busy]) {
       t.is((await api('POST', `/users/${user}`, { token: admin })).status, 201);
       const started = await api('POST', `/users/${user}/server`, { token: admin });
       t.true(started.status === 201 || started.status === 202, `start: ${started.status} ${JSON.stringify(started.body)}\n${logsOf(hub)}`);
     }
+    // the busy one is in use from its start on: while it starts, its activity reported through the hub's API, as a
+    // server reports its own (a start slower than the culler's timeout, 12 s on a loaded machine, otherwise leaves a
+    // ready server that has seemed idle since its start request, and the culler, as the established hub's, culls it)
+    report = (async () => {
+      while (starting) {
+        const at = new Date().toISOString();
+        const r = await api('POST', `/users/${busy}/activity`, { token: admin, body: { last_activity: at, servers: { '': { last_activity: at } } } });
+        if (r.status !== 200) throw new Error(`activity of ${busy}'s starting server: ${r.status} ${JSON.stringify(r.body)}`);
+        await sleep(500);
+      }
+    })();
+    report.catch(() => undefined);
     for (const user of [idle, busy]) {
       await waitFor(`${user}'s server to be ready`, async () => {
         const s = await server(user);
@@ -191,7 +205,9 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
       }, 60_000, 250).catch((e) => { throw new Error(`${(e as Error).message}\n${logsOf(hub)}`); });
     }
     const idlePid = (await serverRecord(hub.natsUrl, idle))!.pid;
-    // someone uses the busy one: its contents API through the gateway once a second (the admin's token: access:servers)
+    starting = false;
+    await report;
+    // someone uses the busy one: its contents API through the gateway twice a second (the admin's token: access:servers)
     use = (async () => {
       while (using) {
         const r = await fetch(`${hub.url}/user/${busy}/api/contents`, { headers: { authorization: `token ${admin}` }, signal: AbortSignal.timeout(10_000) }).catch((e: Error) => e);
@@ -215,7 +231,9 @@ test.serial('jupyterlab: the idle culler 2.0 as a hub-managed service, with only
     await use;
   } finally {
     using = false;
+    starting = false;
     await use.catch(() => undefined);
+    await report.catch(() => undefined);
     await hub.stop();
     await userProcessesEnd(idle, t);
     await userProcessesEnd(busy, t);
