@@ -118,6 +118,10 @@ export class Registry {
     const key = serverKey(record.user, record.name);
     const previous = this.records.get(key);
     const copy = structuredClone(record);
+    // activity never goes back within one run: a start's own record (saved at ready, at each progress step) was
+    // taken before the activity reported while it started, which would otherwise be lost (an idle culler then
+    // culled a server that was in use, the moment a slow start ended)
+    if (previous && previous.started === copy.started && previous.last_activity > copy.last_activity) copy.last_activity = previous.last_activity;
     this.records.set(key, copy);
     this.afterSave?.(copy);
     const written = this.enqueue(key, () => this.mirror.kv.put(key, encodeJson(copy)));
@@ -167,6 +171,10 @@ export class Registry {
     const key = serverKey(record.user, record.name);
     const previous = this.records.get(key);
     const copy = structuredClone(record);
+    // activity never goes back within one run: a start's own record (saved at ready, at each progress step) was
+    // taken before the activity reported while it started, which would otherwise be lost (an idle culler then
+    // culled a server that was in use, the moment a slow start ended)
+    if (previous && previous.started === copy.started && previous.last_activity > copy.last_activity) copy.last_activity = previous.last_activity;
     this.records.set(key, copy);
     let won = false;
     let found: ServerRecord | null = null;
