@@ -137,39 +137,23 @@ function installSlapdForTests() {
   if (!aptInstall(['slapd', 'ldap-utils'])) fail('`apt-get install -y slapd ldap-utils` failed: install them by hand');
 }
 
-/**
- * The automatic-certificate tests run Debian's pebble, the ACME test CA, on 127.0.0.1 (test/tls/pebble.ts). Only for
- * tests; a hub with Hub.letsencrypt_domains talks to Hub.acme_directory_url (Let's Encrypt by default).
- */
-function installPebbleForTests() {
-  if (!process.argv.includes('--for-tests') || existsSync('/usr/bin/pebble')) return;
-  if (!canApt()) fail('the ACME tests need pebble: run `sudo apt-get install -y pebble`');
-  console.error('hub setup: installing pebble (the ACME test CA) for the tests (apt-get)');
-  if (!aptInstall(['pebble'])) fail('`apt-get install -y pebble` failed: install it by hand');
+/** A Debian package the tests run, installed when `binary` is missing (only with --for-tests); `why` names the tests. */
+function installDebianForTests(binary, pkg, why) {
+  if (!process.argv.includes('--for-tests') || existsSync(binary)) return;
+  if (!canApt()) fail(`${pkg} is missing (${why}): run \`sudo apt-get install -y ${pkg}\``);
+  console.error(`hub setup: installing ${pkg} for ${why} (apt-get)`);
+  if (!aptInstall([pkg])) fail(`\`apt-get install -y ${pkg}\` failed: install it by hand`);
 }
 
-/**
- * The node-loss test (test/scale/node-loss.test.ts) puts nginx in front of three nodes' gateways, configured as README
- * "Several nodes" shows: Debian's nginx, run by the test with a config of its own in a temp dir (the package's own
- * service is never started here: no systemd).
- */
-function installNginxForTests() {
-  if (!process.argv.includes('--for-tests') || existsSync('/usr/sbin/nginx')) return;
-  if (!canApt()) fail('the node-loss test needs nginx: run `sudo apt-get install -y nginx`');
-  console.error('hub setup: installing nginx (the load balancer of the node-loss test) for the tests (apt-get)');
-  if (!aptInstall(['nginx'])) fail('`apt-get install -y nginx` failed: install it by hand');
-}
-
-/**
- * The PostgreSQL tests (Hub.db_url, test/postgres.ts) run Debian's PostgreSQL 15 as a cluster of their own in a temp
- * dir, as the postgres account the package makes; the package's own cluster is not used.
- */
-function installPostgresForTests() {
-  if (!process.argv.includes('--for-tests') || existsSync('/usr/lib/postgresql/15/bin/postgres')) return;
-  if (!canApt()) fail('the PostgreSQL tests need PostgreSQL 15: run `sudo apt-get install -y postgresql`');
-  console.error('hub setup: installing postgresql for the tests (apt-get)');
-  if (!aptInstall(['postgresql'])) fail('`apt-get install -y postgresql` failed: install it by hand');
-}
+// the automatic-certificate tests run Debian's pebble, the ACME test CA, on 127.0.0.1 (test/tls/pebble.ts); a hub with
+// Hub.letsencrypt_domains talks to Hub.acme_directory_url (Let's Encrypt by default)
+const installPebbleForTests = () => installDebianForTests('/usr/bin/pebble', 'pebble', 'the ACME tests');
+// the node-loss test puts nginx in front of three gateways as README "Several nodes" shows, with a config of its own
+// in a temp dir (the package's own service is never started here: no systemd)
+const installNginxForTests = () => installDebianForTests('/usr/sbin/nginx', 'nginx', 'the node-loss test');
+// the PostgreSQL tests (Hub.db_url, test/postgres.ts) run clusters of their own in temp dirs as the package's postgres
+// account; the package's own cluster is not used
+const installPostgresForTests = () => installDebianForTests('/usr/lib/postgresql/15/bin/postgres', 'postgresql', 'the PostgreSQL tests');
 
 /**
  * The benchmarks compare against the established hub's current release, not Debian's 3.0: pinned in a venv
