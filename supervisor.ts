@@ -41,6 +41,10 @@ const SHUTDOWN_GRACE_MS = 250;
  * `--heap-growing-percent=100` on the two that API list pages load: V8 let the old generation grow to 4x what
  * survived its last full collection (the gateway 20 -> 75 MB during list pages, --trace-gc); 2x kept it under 42 MB
  * with a full collection of 4-16 ms about once a second there, and no lower req/s in the same run (bench memory).
+ * The auth actor at 50 (1.5x): under list pages its old generation was 27 MB of which 12 were live (2026-11-28,
+ * v8.getHeapSpaceStatistics right after the API load); the gateway's semi-spaces at 4 MB, not 8 (16 MB of young
+ * generation under load and, before shared/idle-gc.ts gave it back, at idle); tokens, off the API's hot path (the
+ * gateway answers known tokens from memory), single-threaded like the cold actors: 3-4 MB less.
  */
 /**
  * glibc arenas per actor. By default each thread that allocates gets its own (up to 8 per core), and the SQLite
@@ -55,9 +59,9 @@ const API_PATH = new Set(['tokens', 'auth', 'gateway']);
 const FRONT_DOOR_FIRST_MS = 3000;
 
 const ACTOR_NODE_FLAGS: Record<string, string[]> = {
-  gateway: ['--max-semi-space-size=8', '--expose-gc', '--heap-growing-percent=100'],
-  tokens: ['--max-semi-space-size=2', '--expose-gc'],
-  auth: ['--max-semi-space-size=2', '--expose-gc', '--heap-growing-percent=100'],
+  gateway: ['--max-semi-space-size=4', '--expose-gc', '--heap-growing-percent=100'],
+  tokens: ['--max-semi-space-size=2', '--expose-gc', '--single-threaded'],
+  auth: ['--max-semi-space-size=2', '--expose-gc', '--heap-growing-percent=50'],
   oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
   spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
   'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
