@@ -96,7 +96,7 @@ export async function transport(): Promise<void> {
       { label: 'NATS request/reply', call: () => natsConn.request('bench.echo', hello, { timeout: 5000 }), serverPids: [peer.pid!, nats.pid!] },
       { label: 'grpc-js unary call', call: () => new Promise((resolve, reject) => echo.echo(hello, (e: Error | null, r: Buffer) => (e ? reject(e) : resolve(r)))), serverPids: [peer.pid!] },
       { label: 'grpc-js stream message', call: streamClient(echo), serverPids: [peer.pid!] },
-      { label: "the hub's unary call (Ping)", call: () => hub.ping({}), serverPids: [peer.pid!] },
+      { label: "the hub's call (Ping)", call: () => hub.ping({}), serverPids: [peer.pid!] },
     ];
     const results = new Map<string, Run[]>();
     for (let round = 1; round <= ROUNDS; round++) {
