@@ -46,6 +46,8 @@ const DEADLINE_KEY = 'hub-deadline-ms';
  * call unless told not to; nothing here serves channelz, so each call would pay for bookkeeping no one reads.
  */
 const NO_CHANNELZ = { 'grpc.enable_channelz': 0 } as const;
+/** A client's channel: reconnects soon after its callee restarts. */
+const CLIENT_CHANNEL = { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000, ...NO_CHANNELZ } as const;
 /** Metadata keys of the request context (shared/context.ts), next to the deadline. */
 const REQUEST_ID_KEY = 'hub-request-id';
 const WHO_KEY = 'hub-who';
@@ -208,16 +210,10 @@ async function untilReached<T>(attempt: () => Promise<T>, notReached: (e: unknow
  */
 export function createGrpcClient<A extends ServiceActor>(actor: A, socketPath: string, defaultTimeoutMs: number, defaultWaitMs = 0): Client<A> {
   const ctor = serviceConstructor(actor);
-  const client = new ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), {
-    'grpc.initial_reconnect_backoff_ms': 100,
-    'grpc.max_reconnect_backoff_ms': 1000,
-    ...NO_CHANNELZ,
-  }) as grpc.Client & Record<string, Function>;
+  const client = new ctor(`unix://${socketPath}`, grpc.credentials.createInsecure(), CLIENT_CHANNEL) as grpc.Client & Record<string, Function>;
   const line = new CallLine(new (callsService())(`unix://${socketPath}`, grpc.credentials.createInsecure(), {
-    'grpc.initial_reconnect_backoff_ms': 100,
-    'grpc.max_reconnect_backoff_ms': 1000,
+    ...CLIENT_CHANNEL,
     'grpc.max_receive_message_length': MAX_MESSAGE + FRAME_ROOM,
-    ...NO_CHANNELZ,
   }) as unknown as CallsClient);
   const typed: Record<string, unknown> = { close: () => { line.close(); client.close(); } };
   for (const method of Object.keys(ctor.service)) {
