@@ -28,7 +28,7 @@ import { certificateProblems, frontDoorPlainPorts } from './shared/tls.js';
 import { HUB_COMMIT, HUB_VERSION } from './shared/build-info.js';
 import { restartResultFile, rollingRestart, takeRestartRequest, writeJsonAtomically, type RestartResult } from './shared/rolling-restart.js';
 import { createReloader, isReloadAsked, RELOAD_ASKED_REPLY, reloadResultFile, takeReloadAsker } from './shared/reload.js';
-import { isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
+import { isFrontDoorFailed, isGatewayBooted, isShutdownRequest, SupervisedChild, type ChildSpec, type RestartPolicy } from './shared/supervision.js';
 
 /** between a shutdown asked through the API and the first child stopping: the 202 goes out meanwhile */
 const SHUTDOWN_GRACE_MS = 250;
@@ -347,6 +347,13 @@ async function start(config: HubConfig, loadAgain: () => Promise<HubConfig>): Pr
     setTimeout(() => void stopAll('api'), SHUTDOWN_GRACE_MS);
   };
   for (const child of children) child.onMessage(onShutdownRequest);
+  // a front door that cannot listen before the hub first answered: its port was taken after the check above
+  for (const child of children.filter((c) => c.spec.id.startsWith('gateway'))) child.onMessage((m) => {
+    if (!isFrontDoorFailed(m) || startupSeconds !== undefined || stopping) return;
+    log.fatal({ event: 'supervisor.front_door_failed', gateway: child.spec.id, reason: m.reason },
+      `${m.reason}: another process took it after the hub checked it at start; the hub stops`);
+    void stopAll('front door', 1);
+  });
 
   // `hub reload` and SIGHUP (issue 24, shared/reload.ts): the file validated again, live options applied, the rest named
   const managedServices = (c: HubConfig) => new Map((c.Hub.services as ServiceConfig[]).filter((s) => s.command).map((s) => [s.name, s]));

@@ -22,6 +22,16 @@ export const GATEWAY_BOOTED_MESSAGE = 'hub.gateway.booted';
 export const isGatewayBooted = (m: unknown): boolean =>
   typeof m === 'object' && m !== null && (m as { type?: unknown }).type === GATEWAY_BOOTED_MESSAGE;
 
+/**
+ * IPC from a gateway whose front door could not listen (`reason` says where). Before the hub first answered, the
+ * supervisor stops the hub with it: the port was free at its check, so another process took it since, and a hub
+ * whose gateways can never listen would only restart them while that process answers the hub's visitors.
+ */
+export const FRONT_DOOR_FAILED_MESSAGE = 'hub.gateway.cannot_listen';
+export interface FrontDoorFailed { type: typeof FRONT_DOOR_FAILED_MESSAGE; reason: string }
+export const isFrontDoorFailed = (m: unknown): m is FrontDoorFailed =>
+  typeof m === 'object' && m !== null && (m as { type?: unknown }).type === FRONT_DOOR_FAILED_MESSAGE;
+
 /** IPC from an actor once it serves (its gRPC and NATS services registered): a replacement waits for it. */
 export const ACTOR_READY_MESSAGE = 'hub.actor.ready';
 export const isActorReady = (m: unknown): boolean =>

@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { freePort } from '../shared/ports.js';
+import { testPort } from './ports.js';
 import { ADMIN_USER, busAuth, type BusUser } from '../shared/nats-auth.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,8 @@ export const SUPERVISOR = join(REPO, 'dist', 'supervisor.js');
 /** The V8 flags `npm start` gives the supervisor (see package.json). */
 export const SUPERVISOR_FLAGS = ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'];
 
-export { freePort };
+/** A port for what a test starts itself (test/ports.ts: never one a hub's spawner or another test process may pick). */
+export const freePort = testPort;
 
 /** The NATS secret of every test hub (given to the supervisor as HUB_NATS_TOKEN; shared/nats-auth.ts). */
 export const NATS_TOKEN = `hub_test_${randomBytes(12).toString('hex')}`;
@@ -131,7 +132,10 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
       if (proc.exitCode !== null) throw new Error(`supervisor exited with ${proc.exitCode}`);
       const r = await fetch(`${internalUrl}/hub/health`);
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
-      return r.status === 200 || readyWhen === 'answering' ? true : undefined;
+      const text = await r.text();
+      if (readyWhen === 'answering') return true;
+      // this hub's answer, not another process's on the same port
+      return r.status === 200 && /^\{"status":"ok"/.test(text) ? true : undefined;
     }, healthTimeoutMs, readyWhen === 'answering' ? 10 : 50);
   } catch (e) {
     await hub.stop();

@@ -30,7 +30,7 @@ import { openFrontDoor } from './front-door.js';
 import { frontDoorCertificate } from '../../shared/tls.js';
 import { createRouting } from './proxy/sync.js';
 import { ACTORS } from '../../shared/paths.js';
-import { GATEWAY_BOOTED_MESSAGE } from '../../shared/supervision.js';
+import { FRONT_DOOR_FAILED_MESSAGE, GATEWAY_BOOTED_MESSAGE, type FrontDoorFailed } from '../../shared/supervision.js';
 import { drain } from './drain.js';
 import { liveConfig } from '../../shared/reload.js';
 
@@ -115,7 +115,10 @@ await runActor('gateway', async (ctx) => {
   const localActors = ACTORS.filter((a) => a !== 'gateway' && ctx.config.Supervisor.actors.includes(a));
   const silent = await health.awaitActors(localActors, ctx.config.Supervisor.startup_timeout * 1000);
   if (silent.length) ctx.log.warn({ event: 'gateway.opening_without', actors: silent }, `opening the front door without ${silent.join(', ')} (not answering within Supervisor.startup_timeout)`);
-  const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount);
+  const frontDoor = await openFrontDoor(config, ctx.log, replicaOf(ctx.config.Hub.port), mount).catch((err: Error) => {
+    process.send?.({ type: FRONT_DOOR_FAILED_MESSAGE, reason: err.message } satisfies FrontDoorFailed);
+    throw err;
+  });
   useForwardedProto(frontDoor.scheme);
   // automatic certificates: ordered by the node's first gateway only; every gateway serves them (file watch)
   // (acme-client imported only then: ~20 MB of a gateway that orders nothing)

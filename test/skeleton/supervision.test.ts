@@ -2,11 +2,11 @@ import test from 'ava';
 import { connect, StringCodec } from 'nats';
 import { createLogger } from '../../shared/log.js';
 import { SupervisedChild } from '../../shared/supervision.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from '../../shared/ports.js';
-import { isAlive, NATS_ADMIN, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
+import { freePort, isAlive, NATS_ADMIN, runHubCommand, sleep, startHub, waitFor } from '../harness.js';
 
 const ACTORS = ['tokens', 'auth', 'oauth', 'spawner', 'proxy-router', 'gateway'];
 
@@ -91,6 +91,36 @@ test('supervision: two hubs differing only in ports and data dir run side by sid
     t.is(await health(a.url), 200);
   } finally {
     await Promise.all([a.stop(), b.stop()]);
+  }
+});
+
+test('supervision: a port taken after the start-up check stops the hub with the reason, instead of restarting a gateway that cannot listen', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'hub-port-taken-'));
+  const port = await freePort();
+  const squatter = createServer((c) => c.end('not the hub\n'));
+  try {
+    const run = runHubCommand([`--Hub.port=${port}`, `--Hub.data_dir=${dataDir}`, `--Hub.nats_port=${await freePort()}`, '--Supervisor.startup_timeout=5'], { killAfterMs: 60_000 });
+    // the gateway opens its front door once the tokens actor answers (or Supervisor.startup_timeout passes):
+    // holding tokens still keeps the port free for the squatter, after the supervisor has checked it
+    const file = join(dataDir, 'run', 'processes.json');
+    const tokens = await waitFor('the tokens actor to be started', async () =>
+      (existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')).children.tokens as number | null) ?? undefined : undefined), 20_000, 5);
+    process.kill(tokens, 'SIGSTOP');
+    try {
+      await new Promise<void>((resolve, reject) => {
+        squatter.once('error', reject);
+        squatter.listen({ host: '127.0.0.1', port, exclusive: true }, resolve);
+      });
+    } finally {
+      process.kill(tokens, 'SIGCONT');
+    }
+    const result = await run;
+    t.is(result.code, 1, result.stderr);
+    t.regex(result.stdout + result.stderr, new RegExp(`gateway cannot listen on 127\\.0\\.0\\.1:${port}.*another process took it after the hub checked it at start; the hub stops`));
+    t.false(isAlive(tokens), 'no actor left behind');
+  } finally {
+    squatter.close();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 });
 

@@ -102,11 +102,13 @@ test('queue: a start stopped while it waits leaves the queue, and those behind i
 });
 
 test('queue: kill -9 of the spawner with starts waiting in the queue: after its restart every one of them still becomes ready, and says why it took longer', async (t) => {
+  const gate = join(mkdtempSync(join(tmpdir(), 'queue-gate-')), 'open');
   const hub = await startHub({
     config: {
       Hub: { api_tokens: { [ADMIN]: 'boss' }, concurrent_spawn_limit: 1 },
       Authenticator: { admin_users: ['boss'] },
-      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_DELAY_MS: '1500' }, slow_spawn_timeout: 0.1, poll_interval: 0.5 },
+      // r0's server listens only once the gate opens, after the kill: r1 and r2 are still waiting then, however slow the machine
+      Spawner: { cmd: [process.execPath, FIXTURE], environment: { FIXTURE_GATE_FILE: gate }, slow_spawn_timeout: 0.1, poll_interval: 0.5 },
     },
   });
   const api = apiClient(hub.url);
@@ -117,6 +119,7 @@ test('queue: kill -9 of the spawner with starts waiting in the queue: after its 
     const spawner = hub.children().spawner!;
     process.kill(spawner, 'SIGKILL');
     await waitFor('a new spawner', async () => (hub.children().spawner && hub.children().spawner !== spawner ? true : undefined), 10_000);
+    writeFileSync(gate, '');
     await waitFor('every queued start to be ready', async () => {
       const ready = await Promise.all(users.map(async (u) => (await api('GET', `/users/${u}`, { token: ADMIN })).body.servers['']?.ready));
       return ready.every(Boolean) ? true : undefined;
