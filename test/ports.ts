@@ -7,9 +7,9 @@
 // that stand-in server, which answers 200 to anything (a CI run on 2026-11-28). Below the ephemeral range no
 // kernel-picked port lands, and a lock file per port (created exclusively) keeps two test processes apart.
 import { closeSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { portInUse } from '../shared/ports.js';
 
 /** Below 32768 (the ephemeral range's usual start) and below 30000 (Kubernetes' NodePorts). */
 export const TEST_PORT_RANGE = { low: 20000, high: 29999 } as const;
@@ -46,15 +46,6 @@ function lock(port: number): boolean {
   return false;
 }
 
-/** Whether nobody listens on `port` of 127.0.0.1 (a plain bind: refused beside any listener). */
-function bindable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createServer();
-    probe.once('error', () => resolve(false));
-    probe.listen({ host: '127.0.0.1', port, exclusive: true }, () => probe.close(() => resolve(true)));
-  });
-}
-
 /** A port of TEST_PORT_RANGE that no test process holds and nobody listens on; this process's until it exits. */
 export async function testPort(): Promise<number> {
   mkdirSync(LOCKS, { recursive: true });
@@ -62,7 +53,8 @@ export async function testPort(): Promise<number> {
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const port = TEST_PORT_RANGE.low + Math.floor(Math.random() * span);
     if (mine.has(port) || !lock(port)) continue;
-    if (await bindable(port)) {
+    // nobody listens there (a plain bind, refused beside any listener): shared/ports.ts
+    if ((await portInUse('127.0.0.1', port, 0)) === null) {
       mine.add(port);
       return port;
     }
