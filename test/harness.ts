@@ -84,6 +84,21 @@ export interface StartOptions {
   launcher?: string[];
 }
 
+/**
+ * Hubs of this test process not stopped yet: killed, with every process they started, when the test process ends
+ * without stopping them (a test file that crashed): else they would run on through the rest of the suite.
+ */
+const runningHubs = new Set<() => void>();
+process.on('exit', () => {
+  for (const killAll of runningHubs) {
+    try {
+      killAll();
+    } catch {
+      // a process file half-written or gone: what could be killed was
+    }
+  }
+});
+
 export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, repo = REPO, env = {}, readyWhen = 'healthy', launcher = [] }: StartOptions = {}): Promise<HubUnderTest> {
   const dataDir = reuse?.dataDir ?? mkdtempSync(join(tmpdir(), 'hub-test-'));
   const port = reuse?.port ?? await freePort();
@@ -113,9 +128,14 @@ export async function startHub({ config = {}, healthTimeoutMs = 45_000, reuse, r
     return existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')).children : {};
   };
   let seen: number[] = [];
+  const killAll = () => {
+    for (const pid of [proc.pid, ...Object.values(children())]) if (pid && isAlive(pid)) process.kill(pid, 'SIGKILL');
+  };
+  runningHubs.add(killAll);
   const hub: HubUnderTest = {
     url, internalUrl, port, natsPort, natsUrl: `nats://127.0.0.1:${natsPort}`, dataDir, proc, children, logs: () => logText,
     async stop({ keepDataDir = false } = {}) {
+      runningHubs.delete(killAll);
       seen = [...new Set([...seen, ...Object.values(children()).filter((p): p is number => p !== null)])];
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
