@@ -44,7 +44,8 @@ const SHUTDOWN_GRACE_MS = 250;
  * The auth actor at 50 (1.5x): under list pages its old generation was 27 MB of which 12 were live (2026-11-28,
  * v8.getHeapSpaceStatistics right after the API load); the gateway's semi-spaces at 4 MB, not 8 (16 MB of young
  * generation under load and, before shared/idle-gc.ts gave it back, at idle); tokens, off the API's hot path (the
- * gateway answers known tokens from memory), single-threaded like the cold actors: 3-4 MB less.
+ * gateway answers known tokens from memory), single-threaded like the cold actors: 3-4 MB less. `--expose-gc`
+ * everywhere: shared/idle-gc.ts collects at the first idle moment after the start, and after bursts.
  */
 /**
  * glibc arenas per actor. By default each thread that allocates gets its own (up to 8 per core), and the SQLite
@@ -62,9 +63,9 @@ const ACTOR_NODE_FLAGS: Record<string, string[]> = {
   gateway: ['--max-semi-space-size=4', '--expose-gc', '--heap-growing-percent=100'],
   tokens: ['--max-semi-space-size=2', '--expose-gc', '--single-threaded'],
   auth: ['--max-semi-space-size=2', '--expose-gc', '--heap-growing-percent=50'],
-  oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
-  spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
-  'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded'],
+  oauth: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded', '--expose-gc'],
+  spawner: ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded', '--expose-gc'],
+  'proxy-router': ['--max-semi-space-size=1', '--lite-mode', '--no-expose-wasm', '--single-threaded', '--expose-gc'],
 };
 
 function findNatsServer(): string {

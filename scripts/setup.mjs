@@ -286,6 +286,8 @@ function build() {
   } catch {
     fail('TypeScript build failed (see the errors above): fix them, then run `npm run build`');
   }
+  // a separate process: esbuild is one of the packages installed above, after this script's imports were resolved
+  execFileSync(process.execPath, [join(root, 'scripts', 'slim-dist.mjs')], { cwd: root, stdio: 'inherit' });
   writeFileSync(stamp, new Date().toISOString());
 }
 
