@@ -68,5 +68,11 @@ process.on('exit', () => {
   for (const port of mine) rmSync(join(LOCKS, String(port)), { force: true });
 });
 
+// A test process ended by a signal runs its exit handlers too (these lock files, the harness's hubs): Node's own
+// handling of these signals ends the process without them, and ava ends a timed-out worker with SIGTERM.
+for (const [signal, number] of [['SIGTERM', 15], ['SIGINT', 2], ['SIGHUP', 1]] as const) {
+  process.once(signal, () => process.exit(128 + number));
+}
+
 /** The ports some test process holds now (their lock files). */
 export const lockedTestPorts = (): number[] => readdirSync(LOCKS).map(Number).filter(Number.isInteger);
