@@ -7,14 +7,16 @@
 // (pam_authenticate and pam_acct_mgmt in its worker pool, with a fresh deadline each time). Needs root (a Unix
 // account is made and removed) and slapd (`node scripts/setup.mjs --for-tests`). BENCH_LOGINS sets N (default 200).
 // Beside the times, the CPU each hub process spent a login (from /proc, after the warm-up): where the added time goes.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from 'ldapts';
 import { validateConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/log.js';
-import { startHub, type HubUnderTest } from '../harness.js';
+import { freePort, REPO, startHub, type HubUnderTest } from '../harness.js';
 import { startSlapd, type Slapd } from '../auth/slapd.js';
 import { createLdapAuthenticator } from '../../services/auth/authenticators/ldap.js';
 import { createPamAuthenticator } from '../../services/auth/authenticators/pam.js';
@@ -120,6 +122,17 @@ function reportCpu(kind: string, cpu: Record<string, number>): void {
   log(`  ${kind}: CPU of the bench process a measure: ${mine} µs`);
 }
 
+/** A process of the login floor (login-floor.mjs), once it says it listens (at most 15 s). */
+async function floorProcess(args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [join(REPO, 'test', 'bench', 'login-floor.mjs'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`login floor ${args[0]}: not listening after 15 s`)), 15_000);
+    child.stdout!.on('data', (c: Buffer) => { if (c.toString().includes('listening')) { clearTimeout(timer); resolve(); } });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`login floor ${args[0]} exited (${code})`)); });
+  });
+  return child;
+}
+
 function report(kind: string, results: Record<string, number[]>, hubKey: string, backendKey: string): void {
   for (const [k, xs] of Object.entries(results)) log(`  ${kind} ${k.padEnd(28)} ${fmt(xs)}`);
   const added = percentile(results[hubKey], 50) - percentile(results[backendKey], 50);
@@ -130,16 +143,25 @@ async function ldapBench(): Promise<void> {
   const password = `bench-${randomBytes(9).toString('base64url')}`;
   let dir: Slapd | undefined;
   let hub: HubUnderTest | undefined;
+  const floor: ChildProcess[] = [];
+  const floorDir = mkdtempSync(join(tmpdir(), 'login-floor-'));
   try {
     dir = await startSlapd({ people: [{ uid: 'bencher', password, mail: 'bencher@hub.test' }] });
-    const ldap = { server_address: dir.host, server_port: dir.port, tls_strategy: 'insecure', bind_dn_template: [`uid={username},ou=people,${dir.base}`] };
+    const template = `uid={username},ou=people,${dir.base}`;
+    const ldap = { server_address: dir.host, server_port: dir.port, tls_strategy: 'insecure', bind_dn_template: [template] };
     hub = await startHub({ config: { Hub: { authenticator_class: 'ldap' }, Authenticator: { allow_all: true }, LDAPAuthenticator: ldap } });
     const post = await formPoster(hub.url);
+    const socket = join(floorDir, 'auth.sock');
+    floor.push(await floorProcess(['auth', socket, `ldap://${dir.host}:${dir.port}`, template]));
+    const floorPort = await freePort();
+    floor.push(await floorProcess(['front', String(floorPort), socket]));
+    const postFloor = await formPoster(`http://127.0.0.1:${floorPort}`);
     const backend = createLdapAuthenticator({ config: validateConfig({ Hub: { authenticator_class: 'ldap' }, Authenticator: { allow_all: true }, LDAPAuthenticator: ldap }), log: quiet, passwordOf: async () => undefined });
     const dn = dir.personDn('bencher');
     const url = `ldap://${dir.host}:${dir.port}`;
     const { ms: results, cpuUsPerLogin } = await interleaved(N, {
       'through the hub': () => post('bencher', password),
+      'floor: front door + a process': () => postFloor('bencher', password),
       'ldap backend in-process': async () => backendLogin(backend, 'bencher', password),
       'ldapts bind alone': async () => {
         const started = performance.now();
@@ -153,8 +175,12 @@ async function ldapBench(): Promise<void> {
     report('ldap', results, 'through the hub', 'ldapts bind alone');
     const overBackend = percentile(results['through the hub'], 50) - percentile(results['ldap backend in-process'], 50);
     log(`  ldap: the hub adds ${overBackend.toFixed(2)} ms p50 over its own ldap backend called in-process`);
+    const floorAdds = percentile(results['floor: front door + a process'], 50) - percentile(results['ldap backend in-process'], 50);
+    log(`  ldap: the floor (login-floor.mjs: a uWS front door, the same LDAP exchanges in a second process, nothing else) adds ${floorAdds.toFixed(2)} ms p50 over the backend in-process; the hub ${(overBackend - floorAdds).toFixed(2)} ms above the floor`);
     reportCpu('ldap', cpuUsPerLogin);
   } finally {
+    for (const p of floor) p.kill();
+    rmSync(floorDir, { recursive: true, force: true });
     await hub?.stop();
     await dir?.stop();
   }
