@@ -69,10 +69,10 @@ async function formPoster(hubUrl: string): Promise<(username: string, password: 
   };
 }
 
-/** CPU time (user + system, clock ticks) of each of the hub's processes so far. */
-function hubCpuTicks(hub: HubUnderTest): Record<string, number> {
+/** CPU time (user + system, clock ticks) of each process so far. */
+function cpuTicks(pids: Record<string, number | null | undefined>): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const [id, pid] of Object.entries({ ...hub.children(), supervisor: hub.proc.pid ?? null })) {
+  for (const [id, pid] of Object.entries(pids)) {
     if (!pid) continue;
     try {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -85,13 +85,17 @@ function hubCpuTicks(hub: HubUnderTest): Record<string, number> {
   return out;
 }
 
+/** The hub's processes by name. */
+const hubPids = (hub: HubUnderTest): Record<string, number | null | undefined> => ({ ...hub.children(), supervisor: hub.proc.pid });
+
 /**
  * `rounds` of interleaved measurements (after a warm-up of each): label → ms per login; and, when `hub` is given,
- * the CPU each hub process spent over the measured rounds (the other measures run no hub code).
+ * the CPU each of `pids` spent over the measured rounds (the hub's processes, and the floor's named `floor …`:
+ * each runs only for its own measure).
  */
-async function interleaved(rounds: number, measures: Record<string, () => Promise<number>>, hub: HubUnderTest): Promise<{ ms: Record<string, number[]>; cpuUsPerLogin: Record<string, number> }> {
+async function interleaved(rounds: number, measures: Record<string, () => Promise<number>>, pids: Record<string, number | null | undefined>): Promise<{ ms: Record<string, number[]>; cpuUsPerLogin: Record<string, number> }> {
   for (let i = 0; i < WARMUP; i++) for (const m of Object.values(measures)) await m();
-  const before = hubCpuTicks(hub);
+  const before = cpuTicks(pids);
   const out: Record<string, number[]> = Object.fromEntries(Object.keys(measures).map((k) => [k, []]));
   // this process's CPU during each measure: the backend's own (in-process), or the HTTP client's (through the hub)
   const own: Record<string, number> = Object.fromEntries(Object.keys(measures).map((k) => [k, 0]));
@@ -103,7 +107,7 @@ async function interleaved(rounds: number, measures: Record<string, () => Promis
       own[k] += spent.user + spent.system;
     }
   }
-  const after = hubCpuTicks(hub);
+  const after = cpuTicks(pids);
   const usPerTick = 1e6 / CLOCK_TICKS_PER_SECOND;
   const cpuUsPerLogin = Object.fromEntries(Object.keys(after).filter((k) => k in before).map((k) => [k, ((after[k] - before[k]) * usPerTick) / rounds]));
   for (const [k, us] of Object.entries(own)) cpuUsPerLogin[`this process: ${k}`] = us / rounds;
@@ -114,12 +118,14 @@ async function interleaved(rounds: number, measures: Record<string, () => Promis
 const CLOCK_TICKS_PER_SECOND = 100;
 
 function reportCpu(kind: string, cpu: Record<string, number>): void {
-  const hubs = Object.entries(cpu).filter(([k]) => !k.startsWith('this process: '));
+  const hubs = Object.entries(cpu).filter(([k]) => !k.startsWith('this process: ') && !k.startsWith('floor '));
   const total = hubs.reduce((a, [, us]) => a + us, 0);
   const each = hubs.sort((a, b) => b[1] - a[1]).map(([k, us]) => `${k} ${Math.round(us)}`).join(', ');
   log(`  ${kind}: CPU a login through the hub ${Math.round(total)} µs (${each}; ±${Math.round(1e6 / CLOCK_TICKS_PER_SECOND / N)} µs each: /proc counts in ${1000 / CLOCK_TICKS_PER_SECOND} ms ticks)`);
   const mine = Object.entries(cpu).filter(([k]) => k.startsWith('this process: ')).map(([k, us]) => `${k.slice('this process: '.length)} ${Math.round(us)}`).join(', ');
   log(`  ${kind}: CPU of the bench process a measure: ${mine} µs`);
+  const floor = Object.entries(cpu).filter(([k]) => k.startsWith('floor '));
+  if (floor.length) log(`  ${kind}: CPU a login through the floor ${Math.round(floor.reduce((a, [, us]) => a + us, 0))} µs (${floor.map(([k, us]) => `${k.slice('floor '.length)} ${Math.round(us)}`).join(', ')})`);
 }
 
 /** A process of the login floor (login-floor.mjs), once it says it listens (at most 15 s). */
@@ -156,6 +162,7 @@ async function ldapBench(): Promise<void> {
     const floorPort = await freePort();
     floor.push(await floorProcess(['front', String(floorPort), socket]));
     const postFloor = await formPoster(`http://127.0.0.1:${floorPort}`);
+    const floorPids = { 'floor front door': floor[1].pid, 'floor auth': floor[0].pid };
     const backend = createLdapAuthenticator({ config: validateConfig({ Hub: { authenticator_class: 'ldap' }, Authenticator: { allow_all: true }, LDAPAuthenticator: ldap }), log: quiet, passwordOf: async () => undefined });
     const dn = dir.personDn('bencher');
     const url = `ldap://${dir.host}:${dir.port}`;
@@ -170,7 +177,7 @@ async function ldapBench(): Promise<void> {
         await client.unbind();
         return performance.now() - started;
       },
-    }, hub);
+    }, { ...hubPids(hub), ...floorPids });
     log(`ldap (slapd on 127.0.0.1, plain LDAP, bind_dn_template), ${N} successful logins each, interleaved:`);
     report('ldap', results, 'through the hub', 'ldapts bind alone');
     const overBackend = percentile(results['through the hub'], 50) - percentile(results['ldap backend in-process'], 50);
@@ -213,7 +220,7 @@ async function pamBench(): Promise<void> {
     const { ms: results, cpuUsPerLogin } = await interleaved(N, {
       'through the hub': () => post(name, password),
       'pam backend in-process': () => backendLogin(b, name, password),
-    }, hub);
+    }, hubPids(hub));
     const hash = String(run('getent', ['shadow', name])).split(':')[1]?.split('$')[1];
     log(`pam (service "login", pam_unix, password hash $${hash}$), ${N} successful logins each, interleaved:`);
     report('pam', results, 'through the hub', 'pam backend in-process');
