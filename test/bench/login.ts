@@ -8,7 +8,7 @@
 // account is made and removed) and slapd (`node scripts/setup.mjs --for-tests`). BENCH_LOGINS sets N (default 200).
 // Beside the times, the CPU each hub process spent a login (from /proc, after the warm-up): where the added time goes.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { validateConfig } from '../../shared/config.js';
 import { createLogger } from '../../shared/log.js';
 import { freePort, REPO, startHub, type HubUnderTest } from '../harness.js';
 import { startSlapd, type Slapd } from '../auth/slapd.js';
+import { cpuMs } from './tools.js';
 import { createLdapAuthenticator } from '../../services/auth/authenticators/ldap.js';
 import { createPamAuthenticator } from '../../services/auth/authenticators/pam.js';
 import type { Authenticator } from '../../services/auth/authenticators/contract.js';
@@ -69,20 +70,9 @@ async function formPoster(hubUrl: string): Promise<(username: string, password: 
   };
 }
 
-/** CPU time (user + system, clock ticks) of each process so far. */
-function cpuTicks(pids: Record<string, number | null | undefined>): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [id, pid] of Object.entries(pids)) {
-    if (!pid) continue;
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const after = fields.slice(fields.lastIndexOf(')') + 2).split(' ');
-      out[id] = Number(after[11]) + Number(after[12]); // utime, stime
-    } catch {
-      // gone meanwhile: left out
-    }
-  }
-  return out;
+/** CPU time (user + system, ms) of each process so far (tools.ts cpuMs, one process at a time). */
+function cpuByProcess(pids: Record<string, number | null | undefined>): Record<string, number> {
+  return Object.fromEntries(Object.entries(pids).filter((e): e is [string, number] => !!e[1]).map(([id, pid]) => [id, cpuMs([pid])]));
 }
 
 /** The hub's processes by name. */
@@ -95,7 +85,7 @@ const hubPids = (hub: HubUnderTest): Record<string, number | null | undefined> =
  */
 async function interleaved(rounds: number, measures: Record<string, () => Promise<number>>, pids: Record<string, number | null | undefined>): Promise<{ ms: Record<string, number[]>; cpuUsPerLogin: Record<string, number> }> {
   for (let i = 0; i < WARMUP; i++) for (const m of Object.values(measures)) await m();
-  const before = cpuTicks(pids);
+  const before = cpuByProcess(pids);
   const out: Record<string, number[]> = Object.fromEntries(Object.keys(measures).map((k) => [k, []]));
   // this process's CPU during each measure: the backend's own (in-process), or the HTTP client's (through the hub)
   const own: Record<string, number> = Object.fromEntries(Object.keys(measures).map((k) => [k, 0]));
@@ -107,9 +97,8 @@ async function interleaved(rounds: number, measures: Record<string, () => Promis
       own[k] += spent.user + spent.system;
     }
   }
-  const after = cpuTicks(pids);
-  const usPerTick = 1e6 / CLOCK_TICKS_PER_SECOND;
-  const cpuUsPerLogin = Object.fromEntries(Object.keys(after).filter((k) => k in before).map((k) => [k, ((after[k] - before[k]) * usPerTick) / rounds]));
+  const after = cpuByProcess(pids);
+  const cpuUsPerLogin = Object.fromEntries(Object.keys(after).filter((k) => k in before).map((k) => [k, ((after[k] - before[k]) * 1000) / rounds]));
   for (const [k, us] of Object.entries(own)) cpuUsPerLogin[`this process: ${k}`] = us / rounds;
   return { ms: out, cpuUsPerLogin };
 }
